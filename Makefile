@@ -1,0 +1,69 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Every target sets
+# up what it needs (uv, the Python environment, the Go-built Kubernetes binaries)
+# and reuses what an earlier run left in the caches.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+export TFJOB_CACHE ?= $(HOME)/.cache/tfjob-operator
+UV_VERSION := 0.13.9
+UV_HOME := $(TFJOB_CACHE)/tools/uv-$(UV_VERSION)
+UV := $(UV_HOME)/bin/uv
+VENV := .venv
+BIN := $(VENV)/bin
+# uv must use the machine's Python 3.11: only package registries are reachable.
+export UV_PYTHON_DOWNLOADS := never
+export UV_PYTHON := python3.11
+PYTEST_ARGS ?=
+
+.PHONY: help env binaries test lint format typecheck unit integration e2e kind demo cluster cluster-down bench e2e-kind crd clean
+
+help: ## List the targets
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+
+$(UV):
+	@echo "==> installing uv $(UV_VERSION) into $(UV_HOME)"
+	python3.11 -m venv $(UV_HOME)
+	$(UV_HOME)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(VENV)/.synced: $(UV) uv.lock pyproject.toml operator/pyproject.toml trainer/pyproject.toml hack/localcluster/pyproject.toml
+	@echo "==> syncing the Python environment in $(VENV) (uv.lock, frozen)"
+	$(UV) sync --frozen --compile-bytecode
+	touch $@
+
+env: $(VENV)/.synced ## Install the pinned Python environment (.venv)
+
+binaries: ## Build the pinned Kubernetes, etcd and helm binaries into the cache (skips what is built)
+	hack/build-binaries.sh kubernetes etcd helm
+
+lint: env ## Ruff lint and format check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: env ## Apply ruff's fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+typecheck: env ## mypy, strict, on the operator
+	$(BIN)/mypy
+
+test: env binaries lint typecheck ## Everything that runs on this machine: lint, types, unit, integration, e2e
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+unit: env ## Unit tests only
+	$(BIN)/pytest -m unit $(PYTEST_ARGS)
+
+integration: env binaries ## Integration tests (local API server and process node)
+	$(BIN)/pytest -m integration $(PYTEST_ARGS)
+
+e2e: env binaries ## End-to-end tests (real TensorFlow processes)
+	$(BIN)/pytest -m e2e $(PYTEST_ARGS)
+
+cluster: env binaries ## Start the local cluster in the background and print its KUBECONFIG
+	$(BIN)/tfjob-localcluster up --state-dir $(TFJOB_CACHE)/cluster
+
+cluster-down: env ## Stop the cluster started by `make cluster`
+	$(BIN)/tfjob-localcluster down --state-dir $(TFJOB_CACHE)/cluster
+
+clean: ## Remove the Python environment and build outputs (the binary cache stays)
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

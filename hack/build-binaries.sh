@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Builds the pinned Kubernetes control plane, kubectl, etcd, helm and kwok from the
+# Go module proxy into a cache outside the work tree, one directory per tool and
+# version. What is already built is skipped; each binary is written to a temporary
+# name and renamed when complete, so an interrupted build leaves nothing half-made.
+#
+#   hack/build-binaries.sh [kubernetes|etcd|helm|kwok|all]   (default: kubernetes etcd helm)
+#   hack/build-binaries.sh --print-dir TOOL                  prints where TOOL's binaries live
+#
+# TFJOB_CACHE overrides the cache root (default: ~/.cache/tfjob-operator).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+
+cache=${TFJOB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfjob-operator}
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false"
+
+tool_dir() {
+  case "$1" in
+    kubernetes) echo "$cache/bin/kubernetes-$KUBERNETES_VERSION" ;;
+    etcd) echo "$cache/bin/etcd-$ETCD_VERSION" ;;
+    helm) echo "$cache/bin/helm-$HELM_VERSION" ;;
+    kwok) echo "$cache/bin/kwok-$KWOK_VERSION" ;;
+    *) echo "unknown tool: $1" >&2; return 2 ;;
+  esac
+}
+
+log() { printf '[build-binaries %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+# Runs a go command with its output kept in a log; prints a line per 100 compiled
+# packages so a long cold build shows it is alive, and the log's tail if it fails.
+run_logged() {
+  local name=$1; shift
+  local log_file="$cache/logs/$name.log"
+  mkdir -p "$cache/logs"
+  "$@" >"$log_file" 2>&1 &
+  local pid=$! shown=0 lines
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 5
+    lines=$(wc -l <"$log_file")
+    if [ $((lines / 100)) -gt $((shown / 100)) ]; then shown=$lines; log "$name: $lines packages done"; fi
+  done
+  if ! wait "$pid"; then
+    echo "build-binaries: $name failed; last lines of $log_file:" >&2
+    tail -n 40 "$log_file" >&2
+    exit 1
+  fi
+}
+
+all_present() {
+  local dir=$1; shift
+  local name
+  for name in "$@"; do [ -x "$dir/$name" ] || return 1; done
+}
+
+# Moves freshly built binaries from a scratch dir into place, one rename each.
+install_from() {
+  local scratch=$1 dir=$2; shift 2
+  local name
+  mkdir -p "$dir"
+  for name in "$@"; do mv -f "$scratch/$name" "$dir/$name"; done
+  rm -rf "$scratch"
+}
+
+# A module of our own that requires the tool's module, so its replace directives
+# (which make `go install` refuse it) can be restated as ordinary versions.
+wrapper_module() {
+  local name=$1
+  local mod="$cache/src/$name"
+  mkdir -p "$mod"
+  echo "$mod"
+}
+
+build_kubernetes() {
+  local dir names=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+  dir=$(tool_dir kubernetes)
+  if all_present "$dir" "${names[@]}"; then log "kubernetes $KUBERNETES_VERSION: present in $dir"; return; fi
+  log "kubernetes $KUBERNETES_VERSION: building ${names[*]} (cold: many minutes on 2 cores)"
+  local mod staging_version gomod info build_date minor ldflags=()
+  mod=$(wrapper_module "kubernetes-$KUBERNETES_VERSION")
+  staging_version="v0.${KUBERNETES_VERSION#v1.}"
+  gomod=$(cd "$mod" && go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+  info="${gomod%.mod}.info"
+  build_date=$(sed -n 's/.*"Time": *"\([^"]*\)".*/\1/p' "$info")
+  {
+    echo "module tfjob.dev/hack/kubernetes-build"
+    echo
+    grep -E '^(go|godebug) ' "$gomod"
+    echo
+    echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
+    echo
+    echo "replace ("
+    sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => ./staging/src/.*#\t\1 => \1 '"$staging_version"'#p' "$gomod"
+    echo ")"
+  } >"$mod/go.mod"
+  minor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2)
+  local pkg
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=("-X $pkg.gitVersion=$KUBERNETES_VERSION" "-X $pkg.gitMajor=1" "-X $pkg.gitMinor=$minor"
+      "-X $pkg.gitTreeState=clean" "-X $pkg.buildDate=$build_date")
+  done
+  local scratch cmds=()
+  scratch=$(mktemp -d "$cache/bin/.kubernetes-build.XXXXXX")
+  for pkg in "${names[@]}"; do cmds+=("k8s.io/kubernetes/cmd/$pkg"); done
+  log "kubernetes: resolving modules (~0.5 GB on a cold module cache)"
+  run_logged kubernetes-get env -C "$mod" go get "${cmds[@]/%/@$KUBERNETES_VERSION}"
+  log "kubernetes: compiling"
+  run_logged kubernetes-build env -C "$mod" go build -v -trimpath -ldflags "-s -w ${ldflags[*]}" -o "$scratch/" "${cmds[@]}"
+  install_from "$scratch" "$dir" "${names[@]}"
+  log "kubernetes $KUBERNETES_VERSION: built into $dir"
+}
+
+build_etcd() {
+  local dir mod scratch
+  dir=$(tool_dir etcd)
+  if all_present "$dir" etcd; then log "etcd $ETCD_VERSION: present in $dir"; return; fi
+  log "etcd $ETCD_VERSION: building"
+  mod=$(wrapper_module "etcd-$ETCD_VERSION")
+  printf 'module tfjob.dev/hack/etcd-build\n\ngo 1.23\n' >"$mod/go.mod"
+  run_logged etcd-get env -C "$mod" go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+  scratch=$(mktemp -d "$cache/bin/.etcd-build.XXXXXX")
+  run_logged etcd-build env -C "$mod" go build -v -trimpath -ldflags "-s -w" -o "$scratch/etcd" go.etcd.io/etcd/server/v3
+  install_from "$scratch" "$dir" etcd
+  log "etcd $ETCD_VERSION: built into $dir"
+}
+
+build_helm() {
+  local dir scratch k8s_minor
+  dir=$(tool_dir helm)
+  if all_present "$dir" helm; then log "helm $HELM_VERSION: present in $dir"; return; fi
+  log "helm $HELM_VERSION: building"
+  # Helm assumes this Kubernetes version for `helm template` and `helm lint`
+  # when it is not talking to a cluster.
+  k8s_minor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2)
+  scratch=$(mktemp -d "$cache/bin/.helm-build.XXXXXX")
+  run_logged helm env GOBIN="$scratch" go install -v -trimpath -ldflags "-s -w \
+    -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION \
+    -X helm.sh/helm/v3/internal/version.gitTreeState=clean \
+    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
+    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$k8s_minor \
+    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 \
+    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$k8s_minor" \
+    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  install_from "$scratch" "$dir" helm
+  log "helm $HELM_VERSION: built into $dir"
+}
+
+build_kwok() {
+  local dir scratch
+  dir=$(tool_dir kwok)
+  if all_present "$dir" kwok; then log "kwok $KWOK_VERSION: present in $dir"; return; fi
+  log "kwok $KWOK_VERSION: building"
+  scratch=$(mktemp -d "$cache/bin/.kwok-build.XXXXXX")
+  run_logged kwok env GOBIN="$scratch" go install -v -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  install_from "$scratch" "$dir" kwok
+  log "kwok $KWOK_VERSION: built into $dir"
+}
+
+if [ "${1:-}" = "--print-dir" ]; then
+  tool_dir "${2:?--print-dir needs a tool name}"
+  exit 0
+fi
+
+command -v go >/dev/null || { echo "build-binaries: the Go toolchain is required (go not on PATH)" >&2; exit 1; }
+mkdir -p "$cache/bin" "$cache/src"
+# One build at a time per cache; scratch dirs of an interrupted build are never reused.
+exec 9>"$cache/.build.lock"
+flock 9
+rm -rf "$cache"/bin/.*-build.* 2>/dev/null || true
+
+tools=("$@")
+[ ${#tools[@]} -gt 0 ] || tools=(kubernetes etcd helm)
+[ "${tools[0]}" = all ] && tools=(kubernetes etcd helm kwok)
+for tool in "${tools[@]}"; do
+  case "$tool" in
+    kubernetes | etcd | helm | kwok) "build_$tool" ;;
+    *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, helm, kwok, all)" >&2; exit 2 ;;
+  esac
+done
+for tool in "${tools[@]}"; do printf '%-10s %s\n' "$tool" "$(tool_dir "$tool")"; done
