@@ -1,1 +1,1 @@
-"""placeholder"""
+"""Kubernetes operator for distributed TensorFlow training (TFJob, tfjob.dev/v1)."""

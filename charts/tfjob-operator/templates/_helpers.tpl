@@ -1,0 +1,49 @@
+{{/* Names and labels shared by every object of the chart. */}}
+
+{{- define "tfjob-operator.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "tfjob-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "tfjob-operator.labels" -}}
+{{ include "tfjob-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "tfjob-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "tfjob-operator.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The operator's permissions: exactly the verbs it uses. Watches need list and watch;
+children are created and deleted (never updated); the status is merge-patched; finished
+TFJobs are deleted after ttlSecondsAfterFinished; events are created.
+*/}}
+{{- define "tfjob-operator.rules" -}}
+- apiGroups: ["tfjob.dev"]
+  resources: ["tfjobs"]
+  verbs: ["list", "watch", "delete"]
+- apiGroups: ["tfjob.dev"]
+  resources: ["tfjobs/status"]
+  verbs: ["patch"]
+- apiGroups: [""]
+  resources: ["pods", "services"]
+  verbs: ["list", "watch", "create", "delete"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end -}}

@@ -1,0 +1,1 @@
+"""Generator of the TFJob CustomResourceDefinition (run it with hack/gen_crd.py)."""

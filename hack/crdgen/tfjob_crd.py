@@ -1,0 +1,348 @@
+"""The TFJob CustomResourceDefinition (tfjobs.tfjob.dev), built as data.
+
+The spec has the shape of Kubeflow's kubeflow.org/v1 TFJob, so a Kubeflow YAML works after
+changing its apiVersion; the fields this project does not implement are declared with
+Kubeflow's types and rejected by CEL rules with a message saying so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crdgen import validation_rules as rules
+from crdgen.structural import QUANTITY_PATTERN, Schema, int_or_string
+
+GROUP = "tfjob.dev"
+VERSION = "v1"
+KIND = "TFJob"
+PLURAL = "tfjobs"
+CRD_NAME = f"{PLURAL}.{GROUP}"
+
+RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
+CLEAN_POD_POLICIES = ("All", "Running", "None")
+SUCCESS_POLICIES = ("", "AllWorkers")
+JOB_STATES = ("Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended")
+CONDITION_STATUSES = ("True", "False", "Unknown")
+
+
+def _integer(fmt: str, description: str, **limits: int) -> Schema:
+    return {"type": "integer", "format": fmt, "description": description, **limits}
+
+
+def _string(description: str, **extra: Any) -> Schema:
+    return {"type": "string", "description": description, **extra}
+
+
+def _time(description: str) -> Schema:
+    return {"type": "string", "format": "date-time", "description": description}
+
+
+def replica_spec_schema(pod_template: Schema) -> Schema:
+    template = dict(pod_template)
+    template["description"] = (
+        "The pod template of this replica type: a core/v1 PodTemplateSpec, checked against "
+        "its schema (unknown fields and wrong types are rejected). It must have a container "
+        "named 'tensorflow': the operator adds TF_CONFIG and the port 'tfjob-port' (2222 "
+        "unless the template names one) to it."
+    )
+    return {
+        "type": "object",
+        "description": "How many pods of one replica type to run, and how.",
+        "required": ["template"],
+        "properties": {
+            "replicas": _integer(
+                "int32",
+                "Number of pods of this type; each gets its own headless Service named like "
+                "the pod, <job>-<type lowercase>-<index>.",
+                minimum=0,
+                default=1,
+            ),
+            "restartPolicy": _string(
+                "What happens when a pod of this type fails. Always and OnFailure restart "
+                "it, Never fails the job, ExitCode restarts it only for retryable exit codes "
+                "(128 and above, such as 137 and 143, and 42) and fails the job for 1-127. "
+                "Pods evicted, preempted or deleted by the node are always restarted. "
+                "Restarts count against runPolicy.backoffLimit.",
+                enum=list(RESTART_POLICIES),
+                default="Never",
+            ),
+            "template": template,
+        },
+        "x-kubernetes-validations": rules.replica_spec_rules(),
+    }
+
+
+def scheduling_policy_schema() -> Schema:
+    not_supported = " Not supported yet (no gang-scheduler integration): rejected when set."
+    return {
+        "type": "object",
+        "description": (
+            "Scheduling of the job's pods. Only priorityClass is implemented; the other "
+            "fields are Kubeflow's gang-scheduling options, declared for compatibility."
+        ),
+        "properties": {
+            "priorityClass": _string(
+                "Name of a PriorityClass; it becomes the priorityClassName of every pod of "
+                "the job.",
+                maxLength=253,
+            ),
+            "minAvailable": _integer(
+                "int32", "Minimum number of pods to schedule together." + not_supported
+            ),
+            "queue": _string("Scheduler queue of the job." + not_supported),
+            "minResources": {
+                "type": "object",
+                "description": "Minimum resources of the pod group." + not_supported,
+                "additionalProperties": int_or_string(pattern=QUANTITY_PATTERN),
+            },
+            "scheduleTimeoutSeconds": _integer(
+                "int32", "How long the pod group may wait to be scheduled." + not_supported
+            ),
+        },
+        "x-kubernetes-validations": rules.scheduling_policy_rules(),
+    }
+
+
+def run_policy_schema() -> Schema:
+    return {
+        "type": "object",
+        "description": "Policies for the whole job: cleanup, deadlines, retries, suspension.",
+        "default": {},
+        "properties": {
+            "cleanPodPolicy": _string(
+                "Which pods to delete when the job finishes: All, Running (pods still "
+                "running or pending, e.g. parameter servers, which never exit) or None.",
+                enum=list(CLEAN_POD_POLICIES),
+                default="Running",
+            ),
+            "ttlSecondsAfterFinished": _integer(
+                "int32",
+                "Seconds after the job finished (succeeded or failed) before the TFJob "
+                "itself is deleted, with its pods and services. Unset: never.",
+                minimum=0,
+            ),
+            "activeDeadlineSeconds": _integer(
+                "int64",
+                "Seconds after startTime after which the job is failed and its running pods "
+                "are stopped, whatever else happens. Unset: no deadline.",
+                minimum=1,
+            ),
+            "backoffLimit": _integer(
+                "int32",
+                "Number of restarts allowed before the job is marked failed. A group restart "
+                "(all chief and worker pods together) counts once. Unset: no limit.",
+                minimum=0,
+            ),
+            "suspend": {
+                "type": "boolean",
+                "description": (
+                    "True deletes the job's pods and services and marks it Suspended; false "
+                    "again recreates them (startTime is reset)."
+                ),
+                "default": False,
+            },
+            "schedulingPolicy": scheduling_policy_schema(),
+            "managedBy": _string(
+                f"The controller that reconciles this job. Only '{rules.MANAGED_BY}' (the "
+                "default when unset) is accepted.",
+                maxLength=63,
+                **{"x-kubernetes-validations": rules.managed_by_rules()},
+            ),
+        },
+    }
+
+
+def spec_schema(pod_template: Schema) -> Schema:
+    return {
+        "type": "object",
+        "description": "The desired TensorFlow cluster and the policies that run it.",
+        "required": ["tfReplicaSpecs"],
+        "properties": {
+            "tfReplicaSpecs": {
+                "type": "object",
+                "description": (
+                    "The replicas of the TensorFlow cluster by type: Chief (or Master, its "
+                    "legacy name), PS, Worker, Evaluator. The chief, or worker 0 when there is "
+                    "no chief, decides success."
+                ),
+                "maxProperties": len(rules.REPLICA_TYPES),
+                "additionalProperties": replica_spec_schema(pod_template),
+                "x-kubernetes-validations": rules.replica_specs_rules(),
+            },
+            "runPolicy": run_policy_schema(),
+            "successPolicy": _string(
+                'When the job succeeds: "" (the chief succeeded, or worker 0 when there '
+                "is no chief) or AllWorkers (every worker succeeded).",
+                enum=list(SUCCESS_POLICIES),
+                default="",
+            ),
+            "enableDynamicWorker": {
+                "type": "boolean",
+                "description": (
+                    "Kubeflow's sparse cluster spec for workers. Not supported yet: rejected "
+                    "when true."
+                ),
+                "x-kubernetes-validations": rules.dynamic_worker_rules(),
+            },
+        },
+    }
+
+
+def status_schema() -> Schema:
+    count = "int32"
+    return {
+        "type": "object",
+        "description": "The observed state of the job, written by the operator only.",
+        "properties": {
+            "conditions": {
+                "type": "array",
+                "description": (
+                    "The job's conditions, one per type. Created stays True; of Running, "
+                    "Restarting, Succeeded, Failed and Suspended at most one is True."
+                ),
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"],
+                "items": {
+                    "type": "object",
+                    "required": ["status", "type"],
+                    "properties": {
+                        "type": _string("Condition type.", enum=list(JOB_STATES)),
+                        "status": _string(
+                            "Status of the condition.", enum=list(CONDITION_STATUSES)
+                        ),
+                        "reason": _string("Machine-readable reason for the last transition."),
+                        "message": _string("Human-readable details of the last transition."),
+                        "lastUpdateTime": _time("When the condition was last updated."),
+                        "lastTransitionTime": _time("When the status last changed."),
+                    },
+                },
+            },
+            "replicaStatuses": {
+                "type": "object",
+                "description": "Pod counts by replica type.",
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {
+                        "active": _integer(count, "Pods running or pending."),
+                        "succeeded": _integer(count, "Pods that succeeded."),
+                        "failed": _integer(count, "Pods that failed."),
+                        "restarts": _integer(count, "Restarts of pods of this type."),
+                        "selector": _string(
+                            "Label selector of the pods of this type, in string form."
+                        ),
+                        "succeededIndexes": {
+                            "type": "array",
+                            "description": (
+                                "Indexes of the replicas of this type that succeeded; the "
+                                "operator never recreates them, even if their pods are deleted."
+                            ),
+                            "x-kubernetes-list-type": "set",
+                            "items": {"type": "integer", "format": "int32"},
+                        },
+                    },
+                },
+            },
+            "state": _string(
+                "The job's current state (the type of its latest condition).",
+                enum=list(JOB_STATES),
+            ),
+            "activeReplicas": _integer(count, "Pods running or pending, all types."),
+            "succeededReplicas": _integer(count, "Pods that succeeded, all types."),
+            "failedReplicas": _integer(count, "Pods that failed, all types."),
+            "restartCount": _integer(count, "Restarts counted against backoffLimit."),
+            "replicaGenerations": {
+                "type": "object",
+                "description": (
+                    "How many times the operator replaced each replica, keyed "
+                    "<type lowercase>-<index>; a pod of an older generation is stale."
+                ),
+                "additionalProperties": {"type": "integer", "format": "int64"},
+            },
+            "startTime": _time("When the operator started the job's pods."),
+            "completionTime": _time("When the job succeeded or failed."),
+            "lastReconcileTime": _time("When the operator last reconciled the job."),
+            "observedGeneration": _integer("int64", "The metadata.generation the status reflects."),
+        },
+    }
+
+
+def tfjob_schema(pod_template: Schema) -> Schema:
+    return {
+        "type": "object",
+        "description": (
+            "A distributed TensorFlow training job: one pod and one headless service per "
+            "replica, with TF_CONFIG rendered for each. The spec has the shape of Kubeflow's "
+            "kubeflow.org/v1 TFJob."
+        ),
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            # Declared so that the root rules can point at metadata.name.
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
+            "spec": spec_schema(pod_template),
+            "status": status_schema(),
+        },
+        "x-kubernetes-validations": rules.root_rules(),
+    }
+
+
+def printer_columns() -> list[dict[str, Any]]:
+    """Columns of `kubectl get tfjobs`.
+
+    There is no Message column: a printer column takes the first JSONPath result, and the
+    operator keeps conditions in a fixed order by type, so no path selects the latest one.
+    """
+    return [
+        {"name": "State", "type": "string", "jsonPath": ".status.state"},
+        {
+            "name": "Active",
+            "type": "integer",
+            "jsonPath": ".status.activeReplicas",
+            "description": "Pods running or pending",
+        },
+        {
+            "name": "Succeeded",
+            "type": "integer",
+            "jsonPath": ".status.succeededReplicas",
+            "description": "Pods that succeeded",
+        },
+        {
+            "name": "Restarts",
+            "type": "integer",
+            "jsonPath": ".status.restartCount",
+            "description": "Restarts counted against backoffLimit",
+        },
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+
+
+def tfjob_crd(pod_template: Schema) -> dict[str, Any]:
+    """The CRD, given the structural schema of a core/v1 PodTemplateSpec."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": CRD_NAME},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": "tfjob",
+                "shortNames": ["tfj"],
+                "categories": ["tfjob-operator", "ml"],
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": printer_columns(),
+                    "schema": {"openAPIV3Schema": tfjob_schema(pod_template)},
+                }
+            ],
+        },
+    }

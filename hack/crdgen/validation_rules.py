@@ -1,0 +1,193 @@
+"""The CEL rules (x-kubernetes-validations) of the TFJob API, one function per schema level.
+
+Rules sit at the level where they are cheapest for the API server's cost estimator: rules over
+the containers of a template sit on the ReplicaSpec (evaluated once per replica type, and the
+map of replica types is bounded to five keys), not at the root.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Rule = dict[str, Any]
+
+REPLICA_TYPES = ("Chief", "Master", "PS", "Worker", "Evaluator")
+# Replica types that can decide success: the chief (Master is its legacy name) or worker 0.
+SUCCESS_DECIDING_TYPES = ("Chief", "Master", "Worker")
+TENSORFLOW_CONTAINER = "tensorflow"
+MANAGED_BY = "tfjob.dev/tfjob-operator"
+# A Service name is a DNS-1035 label (RFC 1035): at most 63 characters.
+DNS1035_MAX_LENGTH = 63
+DNS1035_LABEL = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
+UNSUPPORTED_SCHEDULING_FIELDS = (
+    "minAvailable",
+    "queue",
+    "minResources",
+    "scheduleTimeoutSeconds",
+)
+
+
+def _cel_list(values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{value}'" for value in values) + "]"
+
+
+def _rule(rule: str, message: str, **extra: str) -> Rule:
+    return {"rule": rule, "message": message, **extra}
+
+
+def root_rules() -> list[Rule]:
+    """Rules on the TFJob object: its name prefixes every child name."""
+    specs = "self.spec.tfReplicaSpecs"
+    guard = "!has(self.spec) || !has(self.spec.tfReplicaSpecs) || "
+    # <job>-<type lowercase>-<last index>, for every type with at least one replica.
+    suffix_lengths = (
+        f"{specs}.filter(t, {specs}[t].replicas > 0)"
+        f".map(t, t.size() + string({specs}[t].replicas - 1).size() + 2)"
+    )
+    longest_child = f"self.metadata.name.size() + {suffix_lengths}.max()"
+    limit = DNS1035_MAX_LENGTH
+    return [
+        _rule(
+            f"self.metadata.name.matches('{DNS1035_LABEL}')",
+            "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', "
+            "starting with a letter, no dots): it prefixes the names of the job's pods and "
+            "services",
+            fieldPath=".metadata.name",
+        ),
+        _rule(
+            guard + f"{suffix_lengths}.all(n, self.metadata.name.size() + n <= {limit})",
+            f"metadata.name is too long: every child name <name>-<replica type>-<index> must be "
+            f"a DNS-1035 label of at most {limit} characters",
+            messageExpression=(
+                f"'metadata.name is too long: the longest child name <name>-<replica type>-"
+                f"<index> would have %d characters, more than the DNS-1035 limit of {limit}; "
+                f"with these replicas the name may have at most %d characters'"
+                f".format([{longest_child}, {limit} - {suffix_lengths}.max()])"
+            ),
+            fieldPath=".metadata.name",
+            reason="FieldValueInvalid",
+        ),
+    ]
+
+
+def replica_specs_rules() -> list[Rule]:
+    """Rules on spec.tfReplicaSpecs, the map from replica type to ReplicaSpec."""
+    allowed = _cel_list(REPLICA_TYPES)
+    allowed_text = ", ".join(REPLICA_TYPES)
+    rules = [
+        _rule(
+            "self.size() > 0",
+            f"tfReplicaSpecs must define at least one replica type ({allowed_text})",
+            reason="FieldValueRequired",
+        ),
+        _rule(
+            f"self.all(t, t in {allowed})",
+            f"tfReplicaSpecs keys must be {allowed_text} (case-sensitive)",
+            messageExpression=(
+                f"'unknown replica type(s) %s: tfReplicaSpecs keys must be {allowed_text} "
+                f"(case-sensitive)'.format([self.filter(t, !(t in {allowed}))])"
+            ),
+        ),
+        _rule(
+            "!('Chief' in self && 'Master' in self)",
+            "tfReplicaSpecs cannot have both Chief and Master: Master is the legacy name of "
+            "Chief, use one of them",
+        ),
+    ]
+    for replica_type, why in (
+        ("Chief", "a TensorFlow cluster has at most one chief"),
+        ("Master", "Master is the chief, and a TensorFlow cluster has at most one chief"),
+        ("Evaluator", "a TensorFlow cluster has at most one evaluator"),
+    ):
+        rules.append(
+            _rule(
+                f"!('{replica_type}' in self) || self.{replica_type}.replicas <= 1",
+                f"{replica_type} replicas must be 0 or 1: {why}",
+                messageExpression=(
+                    f"'{replica_type} replicas is %d, it must be 0 or 1: {why}'"
+                    f".format([self.{replica_type}.replicas])"
+                ),
+                fieldPath=f"['{replica_type}'].replicas",
+            )
+        )
+    deciders = _cel_list(SUCCESS_DECIDING_TYPES)
+    rules += [
+        _rule(
+            "!('PS' in self) || self.PS.replicas == 0 "
+            "|| ('Worker' in self && self.Worker.replicas > 0)",
+            "PS replicas need at least one Worker replica: parameter servers only serve "
+            "workers (add a Worker replica spec)",
+            fieldPath="['PS']",
+        ),
+        _rule(
+            f"{deciders}.exists(t, t in self && self[t].replicas > 0)",
+            "at least one Chief, Master or Worker replica is required: the chief (or worker 0 "
+            "when there is no chief) decides when the job succeeds",
+        ),
+    ]
+    return rules
+
+
+def replica_spec_rules() -> list[Rule]:
+    """Rules on one ReplicaSpec: the template must run TensorFlow in a known container.
+
+    Container lists and strings of the pod template are unbounded, so these rules only use
+    operations whose cost does not grow with string length (size(), comparison with a short
+    constant) to stay within the API server's CEL cost budget.
+    """
+    containers = "self.template.spec.containers"
+    return [
+        _rule(
+            f"has(self.template.spec) && {containers}.exists(c, c.name == "
+            f"'{TENSORFLOW_CONTAINER}')",
+            f"template.spec.containers must include a container named "
+            f"'{TENSORFLOW_CONTAINER}': the operator sets TF_CONFIG and the TensorFlow port on "
+            f"it",
+            fieldPath=".template.spec.containers",
+            reason="FieldValueRequired",
+        ),
+        _rule(
+            f"!has(self.template.spec) || {containers}.all(c, has(c.image) && size(c.image) > 0)",
+            "every container of the template needs a non-empty image",
+            fieldPath=".template.spec.containers",
+            reason="FieldValueRequired",
+        ),
+    ]
+
+
+def scheduling_policy_rules() -> list[Rule]:
+    """Kubeflow's gang-scheduling fields: declared for compatibility, rejected when set."""
+    return [
+        _rule(
+            f"!has(self.{field})",
+            f"{field} is not supported yet: tfjob.dev has no gang-scheduler integration",
+            fieldPath=f".{field}",
+            reason="FieldValueForbidden",
+        )
+        for field in UNSUPPORTED_SCHEDULING_FIELDS
+    ]
+
+
+def managed_by_rules() -> list[Rule]:
+    return [
+        _rule(
+            f"self == '{MANAGED_BY}'",
+            f"managedBy must be '{MANAGED_BY}' or unset: no other controller manages "
+            f"tfjob.dev TFJobs",
+            messageExpression=(
+                f"'managedBy %s is not supported: it must be {MANAGED_BY} or unset, no other "
+                f"controller manages tfjob.dev TFJobs'.format([self])"
+            ),
+        )
+    ]
+
+
+def dynamic_worker_rules() -> list[Rule]:
+    return [
+        _rule(
+            "!self",
+            "enableDynamicWorker is not supported yet: every replica gets the full cluster in "
+            "TF_CONFIG",
+            reason="FieldValueForbidden",
+        )
+    ]

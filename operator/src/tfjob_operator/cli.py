@@ -1,0 +1,113 @@
+"""`tfjob-operator`: run the controller, or preview what it would create for a TFJob."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+
+import yaml
+
+from . import render_command, scaffold
+from .spec import InvalidSpec
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="tfjob-operator", description="Kubernetes operator for distributed TensorFlow"
+    )
+    commands = parser.add_subparsers(dest="subcommand", required=True)
+
+    run = commands.add_parser("run", help="run the controller")
+    run.add_argument(
+        "--namespace",
+        action="append",
+        default=[],
+        help="namespace to watch (repeatable); default: all namespaces",
+    )
+    run.add_argument(
+        "--cluster-domain",
+        default=None,
+        help="DNS domain appended to TF_CONFIG hosts (e.g. cluster.local); default: none",
+    )
+    run.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig when not running in a pod (default: $KUBECONFIG, ~/.kube/config)",
+    )
+    run.add_argument(
+        "--health-port", type=int, default=8081, help="liveness endpoint port (/healthz)"
+    )
+    run.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port")
+    run.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=32,
+        help="most concurrent write requests to the API server",
+    )
+    run.add_argument("--verbose", action="store_true", help="log every reconcile and watch event")
+
+    render = commands.add_parser(
+        "render", help="print the pods and services the controller would create for a TFJob"
+    )
+    render.add_argument("-f", "--filename", required=True, help="TFJob YAML ('-' for stdin)")
+    render.add_argument("--namespace", default="default", help="namespace if the TFJob has none")
+    render.add_argument("--cluster-domain", default=None)
+
+    new = commands.add_parser("new", help="write a commented TFJob YAML from a few choices")
+    scaffold.add_arguments(new)
+
+    args = parser.parse_args(argv)
+    if args.subcommand == "render":
+        return render_command.run(args.filename, args.namespace, args.cluster_domain)
+    if args.subcommand == "new":
+        words = list(sys.argv[1:] if argv is None else argv)
+        return _new(args, shlex.join(words[words.index("new") + 1 :]))
+    return _run(args)
+
+
+def _new(args: argparse.Namespace, invocation: str) -> int:
+    try:
+        text = scaffold.render(scaffold.choices_from(args), invocation)
+        scaffold.validate_rendered(yaml.safe_load(text))
+    except (scaffold.ScaffoldError, InvalidSpec) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w", encoding="utf-8") as out:
+            out.write(text)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    # Imported here so that `render` works without the controller's dependencies loaded.
+    from .operator_main import run_operator
+
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stdout,
+    )
+    if args.kubeconfig:
+        os.environ["KUBECONFIG"] = args.kubeconfig
+    asyncio.run(
+        run_operator(
+            namespaces=args.namespace,
+            cluster_domain=args.cluster_domain,
+            health_port=args.health_port,
+            metrics_port=args.metrics_port,
+            max_in_flight=args.max_in_flight,
+            verbose=args.verbose,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

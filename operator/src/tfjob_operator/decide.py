@@ -1,0 +1,562 @@
+"""The controller's decisions for one TFJob, as a pure function of what it observes.
+
+`decide` takes the TFJob (spec and the status the operator persisted), the job's pods and
+services from the watch cache, and the time; it returns a Plan: the new status, the children
+to create and delete, the events to record, and when to look again. Nothing here talks to
+the API, so every transition is unit-tested without a cluster.
+
+Restart safety rests on three rules:
+- Children have fixed names, so a second create of the same replica fails on the server.
+- Each replica has a generation in the status; a restart increments it before any pod is
+  deleted, and a pod labelled with an older generation is stale. A restart therefore counts
+  once, however many times the operator is killed while carrying it out.
+- Decisions that end the job or restart replicas are written to the status (with the
+  resourceVersion they were based on) before the pods are touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from . import conditions as cond
+from .api import LABEL_JOB_NAME, LABEL_REPLICA_TYPE, ConditionType, ReplicaType, RestartPolicy
+from .api import CleanPodPolicy as Clean
+from .observe import Failure, PodObservation, ServiceObservation
+from .render import JobRef, render_pod, render_service
+from .spec import REPLICA_ORDER, InvalidSpec, JobSpec, Replica, parse_spec
+from .tfconfig import cluster_digest, tf_config
+from .timeutil import from_rfc3339, to_rfc3339
+
+NORMAL = "Normal"
+WARNING = "Warning"
+
+
+@dataclass(frozen=True)
+class JobView:
+    """The parts of a TFJob object the decision reads."""
+
+    ref: JobRef
+    generation: int
+    deleting: bool
+    spec: Mapping[str, Any]
+    status: Mapping[str, Any]
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> JobView:
+        metadata = body.get("metadata") or {}
+        return cls(
+            ref=JobRef(metadata["namespace"], metadata["name"], metadata["uid"]),
+            generation=int(metadata.get("generation") or 0),
+            deleting=metadata.get("deletionTimestamp") is not None,
+            spec=body.get("spec") or {},
+            status=body.get("status") or {},
+        )
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Deletion:
+    name: str
+    uid: str
+    why: str
+
+
+@dataclass
+class Plan:
+    status: dict[str, Any] | None = None
+    create_pods: list[dict[str, Any]] = field(default_factory=list)
+    delete_pods: list[Deletion] = field(default_factory=list)
+    create_services: list[dict[str, Any]] = field(default_factory=list)
+    delete_services: list[Deletion] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    #: Seconds until a deadline or TTL expires, when no watch event may arrive first.
+    requeue_after: float | None = None
+    delete_job: bool = False
+
+
+def decide(
+    job: JobView,
+    pods: Sequence[PodObservation],
+    services: Sequence[ServiceObservation],
+    now: datetime,
+    cluster_domain: str | None = None,
+) -> Plan:
+    if job.deleting:
+        return Plan()
+    return _Decision(job, pods, services, now, cluster_domain).run()
+
+
+def is_retryable(policy: RestartPolicy, failure: Failure) -> bool:
+    """A disruption is always retryable; an exit code only under ExitCode.
+
+    Under ExitCode, 42 (TensorFlow's preemption checkpoint handler, and tfjob-train's code
+    for a lost peer) and codes >= 128 (killed by a signal) are retryable; 1-127 are the
+    user's code failing and would fail again.
+    """
+    if failure.disrupted:
+        return True
+    if policy is not RestartPolicy.EXIT_CODE or failure.exit_code is None:
+        return False
+    return failure.exit_code == 42 or failure.exit_code >= 128
+
+
+def restart_group(spec: JobSpec, failed: Replica) -> set[Replica]:
+    """Which replicas must restart together when `failed` failed retryably.
+
+    Without ps (MultiWorkerMirroredStrategy) a collective group cannot take back a single
+    replacement: chief and workers restart together. With ps, the coordinator takes a
+    worker back, but a lost ps or chief loses the training state: all of them restart.
+    The evaluator only reads checkpoints and restarts alone.
+    """
+    if failed.type is ReplicaType.EVALUATOR:
+        return {failed}
+    if spec.has_ps and failed.type is ReplicaType.WORKER:
+        return {failed}
+    return {r for r in spec.replicas() if r.type is not ReplicaType.EVALUATOR}
+
+
+class _Decision:
+    def __init__(
+        self,
+        job: JobView,
+        pods: Sequence[PodObservation],
+        services: Sequence[ServiceObservation],
+        now: datetime,
+        cluster_domain: str | None,
+    ) -> None:
+        self.job = job
+        self.ref = job.ref
+        self.now = now
+        self.now_text = to_rfc3339(now)
+        self.cluster_domain = cluster_domain
+        self.pods = [p for p in pods if p.owner_uid == job.ref.uid]
+        self.services = [s for s in services if s.owner_uid == job.ref.uid]
+        # Names still held by children of an earlier TFJob of the same name.
+        self.occupied_pod_names = {p.name for p in pods}
+        self.occupied_service_names = {s.name for s in services}
+        old = job.status
+        self.old_status = old
+        self.conditions: list[dict[str, Any]] = [dict(c) for c in old.get("conditions") or []]
+        self.restart_count = int(old.get("restartCount") or 0)
+        self.generations: dict[str, int] = dict(old.get("replicaGenerations") or {})
+        replica_statuses = old.get("replicaStatuses") or {}
+        self.succeeded: dict[str, set[int]] = {
+            t: set(s.get("succeededIndexes") or []) for t, s in replica_statuses.items()
+        }
+        self.restarts_by_type: dict[str, int] = {
+            t: int(s.get("restarts") or 0) for t, s in replica_statuses.items()
+        }
+        self.start_time: str | None = old.get("startTime")
+        self.completion_time: str | None = old.get("completionTime")
+        self.plan = Plan()
+
+    # -- flow ---------------------------------------------------------------------------------
+
+    def run(self) -> Plan:
+        if cond.find(self.conditions, ConditionType.CREATED) is None:
+            self._set(ConditionType.CREATED, True, "TFJobCreated", f"TFJob {self._id} is created.")
+        try:
+            spec = parse_spec(self.ref.name, self.job.spec)
+        except InvalidSpec as error:
+            return self._invalid(error)
+        if cond.is_finished(self.conditions):
+            self._clean_up(spec.run_policy.clean_pod_policy, finished=True)
+            self._expire(spec)
+            return self._finish(spec)
+        if spec.run_policy.suspend:
+            return self._suspend(spec)
+        if cond.is_true(self.conditions, ConditionType.SUSPENDED):
+            self._set(
+                ConditionType.SUSPENDED, False, "TFJobResumed", f"TFJob {self._id} is resumed."
+            )
+            self._event(NORMAL, "TFJobResumed", "Resumed: creating the replicas again")
+            self.start_time = None
+        if self.start_time is None:
+            self.start_time = self.now_text
+        if self._past_deadline(spec):
+            return self._finish(spec)
+        return self._reconcile_replicas(spec)
+
+    def _reconcile_replicas(self, spec: JobSpec) -> Plan:
+        desired = {r.key: r for r in spec.replicas()}
+        configs = {
+            key: tf_config(self.ref.name, self.ref.namespace, spec, r, self.cluster_domain)
+            for key, r in desired.items()
+        }
+        digests = {key: cluster_digest(config) for key, config in configs.items()}
+        current: dict[str, PodObservation] = {}
+        stale: list[PodObservation] = []
+        for pod in self.pods:
+            key = pod.replica.key if pod.replica else None
+            if key is None or key not in desired:
+                self._delete_pod(pod, "the replica is no longer in the spec")
+                self._delete_service_of(pod.name, "the replica is no longer in the spec")
+            elif pod.generation < self.generations.get(key, 0):
+                stale.append(pod)
+                self._delete_pod(pod, "the replica is restarting")
+            elif pod.cluster_digest != digests[key]:
+                stale.append(pod)
+                self._delete_pod(pod, "the cluster changed: TF_CONFIG must be rendered again")
+            else:
+                current[key] = pod
+        if any(p.cluster_digest != digests.get(p.replica.key if p.replica else "") for p in stale):
+            message = "The replica counts changed: recreating the replicas with a new TF_CONFIG"
+            restarting = cond.find(self.conditions, ConditionType.RESTARTING)
+            if not restarting or (restarting.get("status"), restarting.get("reason")) != (
+                "True",
+                "ReplicasChanged",
+            ):
+                self._event(NORMAL, "ReplicasChanged", message)
+            self._set(ConditionType.RESTARTING, True, "ReplicasChanged", message)
+
+        for key, pod in current.items():
+            if pod.succeeded:
+                self.succeeded.setdefault(desired[key].type.value, set()).add(desired[key].index)
+
+        if self._leader_succeeded(spec):
+            return self._training_finished(spec, current)
+
+        failures = [
+            (desired[key], pod, pod.failure)
+            for key, pod in current.items()
+            if pod.failure is not None and not pod.succeeded
+        ]
+        permanent = [
+            (r, f)
+            for r, _, f in failures
+            if not is_retryable(spec.replica_specs[r.type].restart_policy, f)
+        ]
+        if permanent:
+            replica, failure = permanent[0]
+            policy = spec.replica_specs[replica.type].restart_policy
+            self._fail(
+                spec,
+                "ReplicaFailed",
+                f"{replica.key} {failure.describe()}; not retryable under restartPolicy "
+                f"{policy.value}",
+            )
+            return self._finish(spec)
+        in_place = sum(p.container_restarts for p in current.values())
+        backoff = spec.run_policy.backoff_limit
+        if failures:
+            restarting = self._restart(spec, [(r, f) for r, _, f in failures], in_place)
+            if restarting is None:
+                return self._finish(spec)
+            for replica in restarting:
+                if replica.key in current:
+                    pod = current.pop(replica.key)
+                    stale.append(pod)
+                    self._delete_pod(pod, "the replica is restarting")
+        elif backoff is not None and self.restart_count + in_place > backoff:
+            self._fail(
+                spec,
+                "BackoffLimitExceeded",
+                f"Containers restarted {in_place} times in place and the job "
+                f"{self.restart_count} times, past backoffLimit {backoff}",
+            )
+            return self._finish(spec)
+
+        self._create_missing(spec, desired, current, stale)
+        self._report_progress(spec, desired, current, stale)
+        return self._finish(spec)
+
+    # -- outcomes -----------------------------------------------------------------------------
+
+    def _leader_succeeded(self, spec: JobSpec) -> bool:
+        leader = spec.leader()
+        if leader is None:
+            return False
+        done = self.succeeded.get(leader.type.value, set())
+        if leader.type is ReplicaType.WORKER and spec.success_policy.value == "AllWorkers":
+            return done >= set(range(spec.replica_specs[ReplicaType.WORKER].replicas))
+        return leader.index in done
+
+    def _training_finished(self, spec: JobSpec, current: Mapping[str, PodObservation]) -> Plan:
+        """The chief (or worker 0, or all workers) succeeded: the job's result is decided.
+
+        ps and workers of a ParameterServerStrategy job never exit, so the clean-up policy
+        deletes them now. A running evaluator is left to evaluate the final checkpoint and
+        exit by itself: the job is Succeeded once it has.
+        """
+        leader = spec.leader()
+        assert leader is not None
+        evaluator = next(
+            (p for p in current.values() if p.replica and p.replica.type is ReplicaType.EVALUATOR),
+            None,
+        )
+        waiting_for_evaluator = evaluator is not None and evaluator.running
+        self._clean_up(
+            spec.run_policy.clean_pod_policy,
+            finished=not waiting_for_evaluator,
+            keep={evaluator.name} if waiting_for_evaluator and evaluator else set(),
+        )
+        if waiting_for_evaluator:
+            self._set(
+                ConditionType.RUNNING,
+                True,
+                "TrainingFinished",
+                f"{leader.key} succeeded; waiting for the evaluator to evaluate the final "
+                "checkpoint",
+            )
+            return self._finish(spec)
+        self.completion_time = self.completion_time or self.now_text
+        self._set(
+            ConditionType.SUCCEEDED,
+            True,
+            "TFJobSucceeded",
+            f"TFJob {self._id} successfully completed.",
+        )
+        self._event(NORMAL, "TFJobSucceeded", f"{leader.key} succeeded: the TFJob is complete")
+        self._expire(spec)
+        return self._finish(spec)
+
+    def _fail(self, spec: JobSpec, reason: str, message: str) -> None:
+        self.completion_time = self.completion_time or self.now_text
+        self._set(ConditionType.FAILED, True, reason, message)
+        self._event(WARNING, reason, message)
+        self._clean_up(spec.run_policy.clean_pod_policy, finished=True)
+        self._expire(spec)
+
+    def _invalid(self, error: InvalidSpec) -> Plan:
+        if not cond.is_finished(self.conditions):
+            message = "Invalid spec: " + "; ".join(error.errors)
+            self.completion_time = self.now_text
+            self._set(ConditionType.FAILED, True, "InvalidSpec", message)
+            self._event(WARNING, "InvalidSpec", message)
+        self._clean_up(Clean.RUNNING, finished=True)
+        return self._finish(None)
+
+    def _restart(
+        self,
+        spec: JobSpec,
+        failures: Sequence[tuple[Replica, Failure]],
+        in_place: int,
+    ) -> set[Replica] | None:
+        """Counts one restart for all `failures`; None when backoffLimit forbids it."""
+        group: set[Replica] = set()
+        for replica, _ in failures:
+            group |= restart_group(spec, replica)
+        group = {r for r in group if r.index not in self.succeeded.get(r.type.value, set())}
+        backoff = spec.run_policy.backoff_limit
+        first_replica, first_failure = failures[0]
+        cause = f"{first_replica.key} {first_failure.describe()}"
+        if backoff is not None and self.restart_count + 1 + in_place > backoff:
+            self._fail(
+                spec,
+                "BackoffLimitExceeded",
+                f"{cause}; restarting again would pass backoffLimit {backoff} "
+                f"({self.restart_count} restarts so far)",
+            )
+            return None
+        self.restart_count += 1
+        for replica in group:
+            self.generations[replica.key] = self.generations.get(replica.key, 0) + 1
+        for replica_type in {r.type.value for r in group}:
+            self.restarts_by_type[replica_type] = self.restarts_by_type.get(replica_type, 0) + 1
+        names = ", ".join(r.key for r in _ordered(group))
+        limit = f" of backoffLimit {backoff}" if backoff is not None else ""
+        message = f"{cause}; restarting {names} (restart {self.restart_count}{limit})"
+        self._set(ConditionType.RESTARTING, True, "TFJobRestarting", message)
+        self._event(WARNING, "TFJobRestarting", message)
+        return group
+
+    def _suspend(self, spec: JobSpec) -> Plan:
+        for pod in self.pods:
+            self._delete_pod(pod, "the TFJob is suspended")
+        for service in self.services:
+            self._delete_service(service, "the TFJob is suspended")
+        if not cond.is_true(self.conditions, ConditionType.SUSPENDED):
+            self._set(
+                ConditionType.SUSPENDED, True, "TFJobSuspended", f"TFJob {self._id} is suspended."
+            )
+            self._event(NORMAL, "TFJobSuspended", "Suspended: deleting pods and services")
+        return self._finish(spec)
+
+    def _past_deadline(self, spec: JobSpec) -> bool:
+        deadline = spec.run_policy.active_deadline_seconds
+        if deadline is None or self.start_time is None:
+            return False
+        remaining = deadline - (self.now - from_rfc3339(self.start_time)).total_seconds()
+        if remaining > 0:
+            self._requeue(remaining)
+            return False
+        self._fail(
+            spec,
+            "DeadlineExceeded",
+            f"TFJob {self._id} has run longer than activeDeadlineSeconds ({deadline}s)",
+        )
+        return True
+
+    def _expire(self, spec: JobSpec) -> None:
+        ttl = spec.run_policy.ttl_seconds_after_finished
+        if ttl is None or self.completion_time is None:
+            return
+        remaining = ttl - (self.now - from_rfc3339(self.completion_time)).total_seconds()
+        if remaining <= 0:
+            self.plan.delete_job = True
+        else:
+            self._requeue(remaining)
+
+    # -- children -----------------------------------------------------------------------------
+
+    def _create_missing(
+        self,
+        spec: JobSpec,
+        desired: Mapping[str, Replica],
+        current: Mapping[str, PodObservation],
+        stale: Sequence[PodObservation],
+    ) -> None:
+        """Creates absent pods and services; a restarting group waits for its old pods."""
+        training_blocked = any(
+            p.replica is not None and p.replica.type is not ReplicaType.EVALUATOR for p in stale
+        )
+        for key, replica in desired.items():
+            name = replica.name(self.ref.name)
+            if name not in self.occupied_service_names:
+                self.plan.create_services.append(render_service(self.ref, spec, replica))
+            if replica.index in self.succeeded.get(replica.type.value, set()):
+                continue
+            if key in current or name in self.occupied_pod_names:
+                continue
+            if training_blocked and replica.type is not ReplicaType.EVALUATOR:
+                continue
+            self.plan.create_pods.append(
+                render_pod(
+                    self.ref, spec, replica, self.generations.get(key, 0), self.cluster_domain
+                )
+            )
+
+    def _clean_up(self, policy: Clean, finished: bool, keep: set[str] | None = None) -> None:
+        """Applies cleanPodPolicy; services go with their pods (all of them under All)."""
+        if policy is Clean.NONE:
+            return
+        keep = keep or set()
+        for pod in self.pods:
+            if pod.name in keep or pod.terminating:
+                continue
+            if policy is Clean.ALL or pod.active:
+                self._delete_pod(pod, f"cleanPodPolicy {policy.value}")
+                self._delete_service_of(pod.name, f"cleanPodPolicy {policy.value}")
+        if policy is Clean.ALL and finished:
+            for service in self.services:
+                self._delete_service(service, "cleanPodPolicy All")
+
+    def _delete_pod(self, pod: PodObservation, why: str) -> None:
+        if not pod.terminating and all(d.uid != pod.uid for d in self.plan.delete_pods):
+            self.plan.delete_pods.append(Deletion(pod.name, pod.uid, why))
+
+    def _delete_service(self, service: ServiceObservation, why: str) -> None:
+        if all(d.uid != service.uid for d in self.plan.delete_services):
+            self.plan.delete_services.append(Deletion(service.name, service.uid, why))
+
+    def _delete_service_of(self, pod_name: str, why: str) -> None:
+        for service in self.services:
+            if service.name == pod_name:
+                self._delete_service(service, why)
+
+    # -- status -------------------------------------------------------------------------------
+
+    def _report_progress(
+        self,
+        spec: JobSpec,
+        desired: Mapping[str, Replica],
+        current: Mapping[str, PodObservation],
+        stale: Sequence[PodObservation],
+    ) -> None:
+        training = [
+            key
+            for key, r in desired.items()
+            if r.type is not ReplicaType.EVALUATOR
+            and r.index not in self.succeeded.get(r.type.value, set())
+        ]
+        all_running = all(key in current and current[key].running for key in training)
+        if all_running and not stale:
+            self._set(ConditionType.RUNNING, True, "TFJobRunning", f"TFJob {self._id} is running.")
+            return
+        waiting = [
+            (key, current[key])
+            for key in sorted(current)
+            if current[key].pending_reason is not None
+        ]
+        if waiting and not cond.is_true(self.conditions, ConditionType.RESTARTING):
+            key, pod = waiting[0]
+            reason = pod.pending_reason or "Pending"
+            message = f"{key} is pending: {reason}"
+            if pod.pending_message:
+                message += f": {pod.pending_message}"
+            before = cond.find(self.conditions, ConditionType.RUNNING)
+            if before is None or (before.get("reason"), before.get("message")) != (reason, message):
+                self._event(WARNING, reason, message)
+            self._set(ConditionType.RUNNING, False, reason, message)
+
+    def _finish(self, spec: JobSpec | None) -> Plan:
+        """Builds the status; it goes into the plan only if something in it changed."""
+        replica_statuses: dict[str, Any] = {}
+        types = list(spec.replica_specs) if spec else []
+        totals = {"active": 0, "succeeded": 0, "failed": 0}
+        for replica_type in types:
+            label = replica_type.label
+            pods = [p for p in self.pods if p.replica and p.replica.type is replica_type]
+            done = sorted(self.succeeded.get(replica_type.value, set()))
+            entry: dict[str, Any] = {
+                "active": sum(1 for p in pods if p.active),
+                "succeeded": len(done),
+                "failed": sum(1 for p in pods if p.failure is not None and not p.succeeded),
+                "restarts": self.restarts_by_type.get(replica_type.value, 0),
+                "selector": f"{LABEL_JOB_NAME}={self.ref.name},{LABEL_REPLICA_TYPE}={label}",
+                "succeededIndexes": done,
+            }
+            replica_statuses[replica_type.value] = entry
+            for total in totals:
+                totals[total] += entry[total]
+        status: dict[str, Any] = {
+            "conditions": self.conditions,
+            "state": cond.state(self.conditions),
+            "replicaStatuses": replica_statuses,
+            "activeReplicas": totals["active"],
+            "succeededReplicas": totals["succeeded"],
+            "failedReplicas": totals["failed"],
+            "restartCount": self.restart_count,
+            "replicaGenerations": self.generations,
+            "observedGeneration": self.job.generation,
+        }
+        if self.start_time:
+            status["startTime"] = self.start_time
+        if self.completion_time:
+            status["completionTime"] = self.completion_time
+        previous = {k: v for k, v in self.old_status.items() if k != "lastReconcileTime"}
+        if status != previous:
+            status["lastReconcileTime"] = self.now_text
+            self.plan.status = status
+        return self.plan
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    @property
+    def _id(self) -> str:
+        return f"{self.ref.namespace}/{self.ref.name}"
+
+    def _set(self, kind: ConditionType, status: bool, reason: str, message: str) -> None:
+        self.conditions = cond.set_condition(
+            self.conditions, kind, status, reason, message, self.now_text
+        )
+
+    def _event(self, kind: str, reason: str, message: str) -> None:
+        self.plan.events.append(Event(kind, reason, message))
+
+    def _requeue(self, seconds: float) -> None:
+        current = self.plan.requeue_after
+        self.plan.requeue_after = seconds if current is None else min(current, seconds)
+
+
+def _ordered(replicas: set[Replica]) -> list[Replica]:
+    return sorted(replicas, key=lambda r: (REPLICA_ORDER.index(r.type), r.index))

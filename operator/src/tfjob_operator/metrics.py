@@ -1,0 +1,63 @@
+"""Prometheus metrics of the operator, served on their own port."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from .api import ConditionType
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.jobs = Gauge(
+            "tfjob_operator_jobs",
+            "TFJobs known to the operator, by state",
+            ["state"],
+            registry=self.registry,
+        )
+        self.reconcile_seconds = Histogram(
+            "tfjob_operator_reconcile_duration_seconds",
+            "Time to decide and apply one reconcile of one TFJob",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=self.registry,
+        )
+        self.pods_created = Counter(
+            "tfjob_operator_pods_created_total", "Pods created", registry=self.registry
+        )
+        self.services_created = Counter(
+            "tfjob_operator_services_created_total", "Services created", registry=self.registry
+        )
+        self.pods_deleted = Counter(
+            "tfjob_operator_pods_deleted_total", "Pods deleted", registry=self.registry
+        )
+        self.restarts = Counter(
+            "tfjob_operator_restarts_total",
+            "Restarts of replicas decided by the operator",
+            registry=self.registry,
+        )
+        self.reconcile_errors = Counter(
+            "tfjob_operator_reconcile_errors_total",
+            "Reconciles that failed and were retried",
+            registry=self.registry,
+        )
+        self._states: dict[tuple[str, str], str] = {}
+        for kind in ConditionType:
+            self.jobs.labels(kind.value).set(0)
+
+    def serve(self, port: int) -> None:
+        """Serves /metrics from a daemon thread; the event loop never blocks on it."""
+        start_http_server(port, registry=self.registry)
+
+    def job_state(self, key: tuple[str, str], state: str | None) -> None:
+        """Records a job's state; None forgets a deleted job."""
+        old = self._states.get(key)
+        if old == state:
+            return
+        if old is not None:
+            self.jobs.labels(old).dec()
+        if state is None:
+            del self._states[key]
+        else:
+            self._states[key] = state
+            self.jobs.labels(state).inc()

@@ -1,0 +1,208 @@
+"""What the controller needs to know about a child pod or service, read from its object.
+
+These small frozen records are what the watch-cache indexes hold, so that a thousand
+TFJobs cost a thousand records, not a thousand full pod bodies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .api import (
+    CONTAINER_NAME,
+    LABEL_CLUSTER_DIGEST,
+    LABEL_GENERATION,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    ReplicaType,
+)
+from .spec import Replica
+
+_TYPES_BY_LABEL = {t.label: t for t in ReplicaType}
+#: Pod status reasons the kubelet sets when it, not the container, ended the pod.
+_NODE_REASONS = frozenset(
+    {"Evicted", "Preempting", "Shutdown", "NodeShutdown", "Terminated", "NodeLost"}
+)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a pod ended unsuccessfully.
+
+    `disrupted` means the pod was taken away (evicted, preempted, deleted by the node or by
+    someone else) rather than its container exiting; TensorFlow can always resume from that.
+    """
+
+    exit_code: int | None
+    reason: str
+    message: str
+    disrupted: bool
+
+    def describe(self) -> str:
+        if self.disrupted:
+            return f"was disrupted ({self.reason}){': ' + self.message if self.message else ''}"
+        text = f"exited with code {self.exit_code}"
+        if self.reason and self.reason != "Error":
+            text += f" ({self.reason})"
+        return text
+
+
+@dataclass(frozen=True)
+class PodObservation:
+    name: str
+    uid: str
+    owner_uid: str | None
+    replica: Replica | None
+    generation: int
+    cluster_digest: str
+    phase: str
+    terminating: bool
+    succeeded: bool
+    failure: Failure | None
+    container_restarts: int
+    #: Why the pod is not running yet (scheduler or container waiting reason), if it says.
+    pending_reason: str | None
+    pending_message: str | None
+
+    @property
+    def active(self) -> bool:
+        return not self.terminating and self.phase in ("Pending", "Running") and not self.succeeded
+
+    @property
+    def running(self) -> bool:
+        return self.active and self.phase == "Running"
+
+
+@dataclass(frozen=True)
+class ServiceObservation:
+    name: str
+    uid: str
+    owner_uid: str | None
+    replica: Replica | None
+
+
+def controller_uid(metadata: Mapping[str, Any]) -> str | None:
+    for ref in metadata.get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
+def replica_from_labels(labels: Mapping[str, str]) -> Replica | None:
+    replica_type = _TYPES_BY_LABEL.get(labels.get(LABEL_REPLICA_TYPE, ""))
+    index = labels.get(LABEL_REPLICA_INDEX, "")
+    if replica_type is None or not index.isdigit():
+        return None
+    return Replica(replica_type, int(index))
+
+
+def observe_service(body: Mapping[str, Any]) -> ServiceObservation:
+    metadata = body.get("metadata") or {}
+    return ServiceObservation(
+        name=metadata.get("name", ""),
+        uid=metadata.get("uid", ""),
+        owner_uid=controller_uid(metadata),
+        replica=replica_from_labels(metadata.get("labels") or {}),
+    )
+
+
+def observe_pod(body: Mapping[str, Any]) -> PodObservation:
+    metadata = body.get("metadata") or {}
+    status = body.get("status") or {}
+    labels = metadata.get("labels") or {}
+    phase = status.get("phase") or "Pending"
+    terminating = metadata.get("deletionTimestamp") is not None
+    main = _main_container_status(status)
+    generation = labels.get(LABEL_GENERATION, "0")
+    pending_reason, pending_message = (
+        _pending_reason(status, main)
+        if phase == "Pending"
+        else (
+            None,
+            None,
+        )
+    )
+    return PodObservation(
+        name=metadata.get("name", ""),
+        uid=metadata.get("uid", ""),
+        owner_uid=controller_uid(metadata),
+        replica=replica_from_labels(labels),
+        generation=int(generation) if generation.isdigit() else 0,
+        cluster_digest=labels.get(LABEL_CLUSTER_DIGEST, ""),
+        phase=phase,
+        terminating=terminating,
+        succeeded=phase == "Succeeded" or _exited_zero(main),
+        failure=_failure(status, main, phase, terminating),
+        container_restarts=sum(
+            int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or []
+        ),
+        pending_reason=pending_reason,
+        pending_message=pending_message,
+    )
+
+
+def _main_container_status(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    for container in status.get("containerStatuses") or []:
+        if container.get("name") == CONTAINER_NAME:
+            return dict(container)
+    return {}
+
+
+def _exited_zero(main: Mapping[str, Any]) -> bool:
+    """Under restartPolicy Always the kubelet restarts even a container that exited 0."""
+    for state_key in ("state", "lastState"):
+        terminated = (main.get(state_key) or {}).get("terminated")
+        if terminated and terminated.get("exitCode") == 0:
+            return True
+    return False
+
+
+def _disruption(status: Mapping[str, Any]) -> tuple[str, str] | None:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
+            return condition.get("reason") or "DisruptionTarget", condition.get("message") or ""
+    if status.get("reason") in _NODE_REASONS:
+        return status["reason"], status.get("message") or ""
+    return None
+
+
+def _failure(
+    status: Mapping[str, Any], main: Mapping[str, Any], phase: str, terminating: bool
+) -> Failure | None:
+    disruption = _disruption(status)
+    if phase == "Failed":
+        terminated = (main.get("state") or {}).get("terminated")
+        if disruption is None and terminated is not None:
+            return Failure(
+                exit_code=terminated.get("exitCode"),
+                reason=terminated.get("reason") or "Error",
+                message=(terminated.get("message") or "").strip(),
+                disrupted=False,
+            )
+        reason, message = disruption or (
+            status.get("reason") or "PodFailed",
+            status.get("message") or "the pod failed before its container ran",
+        )
+        return Failure(exit_code=None, reason=reason, message=message, disrupted=True)
+    if terminating and phase != "Succeeded":
+        reason, message = disruption or ("PodDeleted", "the pod was deleted")
+        return Failure(exit_code=None, reason=reason, message=message, disrupted=True)
+    return None
+
+
+def _pending_reason(
+    status: Mapping[str, Any], main: Mapping[str, Any]
+) -> tuple[str | None, str | None]:
+    for condition in status.get("conditions") or []:
+        if (
+            condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason")
+        ):
+            return condition["reason"], condition.get("message")
+    waiting = (main.get("state") or {}).get("waiting")
+    if waiting and waiting.get("reason") not in (None, "ContainerCreating", "PodInitializing"):
+        return waiting["reason"], waiting.get("message")
+    return None, None

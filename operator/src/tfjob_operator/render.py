@@ -1,0 +1,162 @@
+"""Pods and headless Services of a TFJob, built as plain data from the spec."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .api import (
+    API_VERSION,
+    CONTAINER_NAME,
+    GPU_RESOURCE,
+    KIND,
+    LABEL_CLUSTER_DIGEST,
+    LABEL_GENERATION,
+    LABEL_JOB_NAME,
+    LABEL_JOB_ROLE,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    PORT_NAME,
+    RestartPolicy,
+)
+from .spec import JobSpec, Replica
+from .tfconfig import cluster_digest, tensorflow_port, tf_config
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """Identity of a TFJob object: its children are owned by this uid."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+def owner_reference(job: JobRef) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": job.name,
+        "uid": job.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def selector_labels(job_name: str, replica: Replica) -> dict[str, str]:
+    """Labels that select exactly one replica's pod (the Service's selector)."""
+    return {
+        LABEL_JOB_NAME: job_name,
+        LABEL_REPLICA_TYPE: replica.type.label,
+        LABEL_REPLICA_INDEX: str(replica.index),
+    }
+
+
+def replica_labels(job_name: str, spec: JobSpec, replica: Replica) -> dict[str, str]:
+    labels = selector_labels(job_name, replica)
+    if replica == spec.leader():
+        labels[LABEL_JOB_ROLE] = "chief"
+    return labels
+
+
+def pod_restart_policy(policy: RestartPolicy) -> str:
+    """ExitCode is decided by the controller, so the kubelet must not restart the container."""
+    return "Never" if policy is RestartPolicy.EXIT_CODE else policy.value
+
+
+def render_pod(
+    job: JobRef,
+    spec: JobSpec,
+    replica: Replica,
+    generation: int,
+    cluster_domain: str | None = None,
+) -> dict[str, Any]:
+    replica_spec = spec.replica_specs[replica.type]
+    template = copy.deepcopy(dict(replica_spec.template))
+    metadata = template.get("metadata") or {}
+    pod_spec = template.get("spec") or {}
+    config = tf_config(job.name, job.namespace, spec, replica, cluster_domain)
+    labels = {
+        **(metadata.get("labels") or {}),
+        **replica_labels(job.name, spec, replica),
+        LABEL_GENERATION: str(generation),
+        LABEL_CLUSTER_DIGEST: cluster_digest(config),
+    }
+    pod_metadata: dict[str, Any] = {
+        "name": replica.name(job.name),
+        "namespace": job.namespace,
+        "labels": labels,
+        "ownerReferences": [owner_reference(job)],
+    }
+    if metadata.get("annotations"):
+        pod_metadata["annotations"] = metadata["annotations"]
+    pod_spec["restartPolicy"] = pod_restart_policy(replica_spec.restart_policy)
+    port = tensorflow_port(replica_spec.template)
+    for container in pod_spec.get("containers") or []:
+        if container.get("name") == CONTAINER_NAME:
+            _prepare_tensorflow_container(container, config, port)
+    if _requests_gpu(pod_spec) and not _tolerates_gpu(pod_spec):
+        pod_spec.setdefault("tolerations", []).append(
+            {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+        )
+    if spec.run_policy.priority_class and not pod_spec.get("priorityClassName"):
+        pod_spec["priorityClassName"] = spec.run_policy.priority_class
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": pod_spec}
+
+
+def render_service(job: JobRef, spec: JobSpec, replica: Replica) -> dict[str, Any]:
+    """A headless Service per replica, so `<job>-<type>-<i>.<ns>.svc` resolves to its pod.
+
+    publishNotReadyAddresses: peers must resolve each other as soon as the pod has an IP;
+    a readiness probe on the tensorflow container would otherwise keep the address out of
+    DNS until training starts, and training waits for the address.
+    """
+    port = tensorflow_port(spec.replica_specs[replica.type].template)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": replica.name(job.name),
+            "namespace": job.namespace,
+            "labels": replica_labels(job.name, spec, replica),
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": selector_labels(job.name, replica),
+            "ports": [{"name": PORT_NAME, "port": port, "targetPort": port, "protocol": "TCP"}],
+            "publishNotReadyAddresses": True,
+        },
+    }
+
+
+def _prepare_tensorflow_container(
+    container: dict[str, Any], config: Mapping[str, Any] | None, port: int
+) -> None:
+    env = [e for e in container.get("env") or [] if e.get("name") != "TF_CONFIG"]
+    if config is not None:
+        env.append({"name": "TF_CONFIG", "value": json.dumps(config, separators=(",", ":"))})
+    if env:
+        container["env"] = env
+    ports = container.setdefault("ports", [])
+    if not any(p.get("name") == PORT_NAME for p in ports):
+        ports.append({"name": PORT_NAME, "containerPort": port, "protocol": "TCP"})
+
+
+def _requests_gpu(pod_spec: Mapping[str, Any]) -> bool:
+    for container in [*(pod_spec.get("containers") or []), *(pod_spec.get("initContainers") or [])]:
+        resources = container.get("resources") or {}
+        for section in ("limits", "requests"):
+            if GPU_RESOURCE in (resources.get(section) or {}):
+                return True
+    return False
+
+
+def _tolerates_gpu(pod_spec: Mapping[str, Any]) -> bool:
+    return any(
+        t.get("key") == GPU_RESOURCE or (not t.get("key") and t.get("operator") == "Exists")
+        for t in pod_spec.get("tolerations") or []
+    )

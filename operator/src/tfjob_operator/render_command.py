@@ -1,0 +1,65 @@
+"""`tfjob-operator render`: the pods and services of a TFJob, printed without a cluster."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any, TextIO
+
+import yaml
+
+from .api import API_VERSION, KIND
+from .render import JobRef, render_pod, render_service
+from .spec import InvalidSpec, parse_spec
+
+#: Stands in for the uid the API server assigns when the TFJob is created.
+PREVIEW_UID = "00000000-0000-0000-0000-000000000000"
+
+
+def run(filename: str, default_namespace: str, cluster_domain: str | None) -> int:
+    try:
+        with _open(filename) as stream:
+            documents = [d for d in yaml.safe_load_all(stream) if d]
+    except (OSError, yaml.YAMLError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    jobs = [d for d in documents if d.get("kind") == KIND]
+    if not jobs:
+        print(f"error: {filename} holds no {KIND}", file=sys.stderr)
+        return 2
+    failed = False
+    rendered: list[dict[str, Any]] = []
+    for job in jobs:
+        try:
+            rendered.extend(children(job, default_namespace, cluster_domain))
+        except InvalidSpec as error:
+            failed = True
+            name = (job.get("metadata") or {}).get("name", "<unnamed>")
+            for message in error.errors:
+                print(f"error: TFJob {name}: {message}", file=sys.stderr)
+    if failed:
+        return 1
+    yaml.safe_dump_all(rendered, sys.stdout, sort_keys=False)
+    return 0
+
+
+def children(
+    job: Mapping[str, Any], default_namespace: str, cluster_domain: str | None
+) -> Iterator[dict[str, Any]]:
+    """Every Service and Pod of `job`, as the controller creates them for a new job."""
+    api_version = job.get("apiVersion")
+    if api_version != API_VERSION:
+        raise InvalidSpec([f"apiVersion: must be {API_VERSION}, got {api_version!r}"])
+    metadata = job.get("metadata") or {}
+    name = metadata.get("name") or ""
+    spec = parse_spec(name, job.get("spec") or {})
+    ref = JobRef(metadata.get("namespace") or default_namespace, name, PREVIEW_UID)
+    for replica in spec.replicas():
+        yield render_service(ref, spec, replica)
+        yield render_pod(ref, spec, replica, generation=0, cluster_domain=cluster_domain)
+
+
+def _open(filename: str) -> TextIO:
+    if filename == "-":
+        return sys.stdin
+    return open(filename, encoding="utf-8")

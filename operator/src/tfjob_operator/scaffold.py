@@ -1,0 +1,233 @@
+"""`tfjob-operator new`: a commented TFJob YAML from a few choices.
+
+The YAML is for people to read and edit, so it is rendered from a jinja2 template with
+comments; every value a user typed is emitted as a quoted string, so no input (quotes,
+colons, newlines, `{{ }}`) can change the structure of the document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import jinja2
+
+from .spec import DNS_1035, MAX_CHILD_NAME, parse_spec
+
+DEFAULT_IMAGE = "tfjob-trainer:0.1.0"
+STRATEGIES = {"mwms": "MultiWorkerMirroredStrategy", "pss": "ParameterServerStrategy"}
+
+
+class ScaffoldError(ValueError):
+    """A choice that cannot make a valid TFJob; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Choices:
+    name: str
+    strategy: str = "mwms"
+    workers: int = 2
+    ps: int = 0
+    chief: bool = False
+    evaluator: bool = False
+    gpus: int = 0
+    image: str = DEFAULT_IMAGE
+    command: tuple[str, ...] = ("tfjob-train",)
+    args: tuple[str, ...] | None = None
+    namespace: str | None = None
+    shared_dir: str = "/tmp"
+    restart_policy: str = "ExitCode"
+    backoff_limit: int = 3
+    ttl: int | None = None
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+
+def render(choices: Choices, invocation: str) -> str:
+    """The TFJob YAML for `choices`; raises ScaffoldError for an impossible combination."""
+    _check(choices)
+    environment = jinja2.Environment(
+        loader=jinja2.FunctionLoader(_template_source),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    environment.filters["quote"] = _quote
+    environment.filters["comment"] = _comment
+    text = environment.get_template("tfjob.yaml.j2").render(
+        title=_title(choices),
+        invocation=invocation,
+        name=choices.name,
+        namespace=choices.namespace,
+        strategy=choices.strategy,
+        backoff_limit=choices.backoff_limit,
+        ttl=choices.ttl,
+        restart_policy=choices.restart_policy,
+        replicas=_replicas(choices),
+        image=choices.image,
+        command=list(choices.command),
+        args=_args(choices),
+        shared_dir=choices.shared_dir,
+    )
+    return text
+
+
+def validate_rendered(document: dict[str, Any]) -> None:
+    """The controller's own validation of what was rendered: a scaffold is never invalid."""
+    parse_spec(document["metadata"]["name"], document["spec"])
+
+
+def _check(choices: Choices) -> None:
+    if not DNS_1035.match(choices.name):
+        raise ScaffoldError(
+            f"name {choices.name!r}: use lowercase letters, digits and '-', starting with a letter"
+        )
+    if choices.strategy not in STRATEGIES:
+        raise ScaffoldError(f"--strategy must be one of {', '.join(STRATEGIES)}")
+    if choices.workers < 1:
+        raise ScaffoldError("--workers must be at least 1")
+    if choices.strategy == "pss" and choices.ps < 1:
+        raise ScaffoldError("ParameterServerStrategy needs --ps 1 or more")
+    if choices.strategy == "mwms" and choices.ps:
+        raise ScaffoldError("MultiWorkerMirroredStrategy has no parameter servers: drop --ps")
+    if choices.gpus < 0 or choices.ps < 0 or choices.backoff_limit < 0:
+        raise ScaffoldError("--gpus, --ps and --backoff-limit cannot be negative")
+    if not choices.command:
+        raise ScaffoldError("--command cannot be empty")
+    longest = f"{choices.name}-evaluator-0" if choices.evaluator else f"{choices.name}-worker-0"
+    if len(longest) > MAX_CHILD_NAME:
+        raise ScaffoldError(f"name too long: {longest!r} must fit {MAX_CHILD_NAME} characters")
+
+
+def _replicas(choices: Choices) -> list[dict[str, Any]]:
+    pss = choices.strategy == "pss"
+    replicas = []
+    if choices.chief or pss:
+        replicas.append(
+            {
+                "type": "Chief",
+                "count": 1,
+                "gpus": 0 if pss else choices.gpus,
+                "comment": "The coordinator: runs the training loop, writes checkpoints "
+                "and the model."
+                if pss
+                else "Trains like a worker and also writes checkpoints and the model.",
+            }
+        )
+    replicas.append(
+        {
+            "type": "Worker",
+            "count": choices.workers,
+            "gpus": choices.gpus,
+            "comment": "Run the steps the coordinator sends; they never exit on their own."
+            if pss
+            else "Synchronous all-reduce replicas; worker 0 leads when there is no Chief.",
+        }
+    )
+    if pss:
+        replicas.append(
+            {
+                "type": "PS",
+                "count": choices.ps,
+                "gpus": 0,
+                "comment": "Parameter servers hold the variables; they never exit on their own.",
+            }
+        )
+    if choices.evaluator:
+        replicas.append(
+            {
+                "type": "Evaluator",
+                "count": 1,
+                "gpus": 0,
+                "comment": "Evaluates each checkpoint as it appears, exits after the final one.",
+            }
+        )
+    return replicas
+
+
+def _args(choices: Choices) -> list[str]:
+    if choices.args is not None:
+        return [*choices.args, *choices.extra_args]
+    base = f"/shared/{choices.name}"
+    return [
+        "--model-dir",
+        f"{base}/model",
+        "--checkpoint-dir",
+        f"{base}/checkpoints",
+        *choices.extra_args,
+    ]
+
+
+def _title(choices: Choices) -> str:
+    parts = [f"{STRATEGIES[choices.strategy]}: {choices.workers} worker(s)"]
+    if choices.strategy == "pss":
+        parts.append(f"{choices.ps} parameter server(s) and a coordinator")
+    elif choices.chief:
+        parts.append("a chief")
+    if choices.evaluator:
+        parts.append("an evaluator")
+    if choices.gpus:
+        parts.append(f"{choices.gpus} GPU(s) per training replica")
+    return ", ".join(parts)
+
+
+def _quote(value: object) -> str:
+    return json.dumps(str(value))
+
+
+def _comment(value: object) -> str:
+    """Text for a YAML comment: control characters escaped, so it stays on its line."""
+    return json.dumps(str(value))[1:-1]
+
+
+def _template_source(name: str) -> str:
+    return resources.files("tfjob_operator").joinpath("templates", name).read_text()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", help="TFJob name (also the prefix of its pods)")
+    parser.add_argument("--strategy", choices=sorted(STRATEGIES), default="mwms")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--ps", type=int, default=None, help="parameter servers (pss: default 1)")
+    parser.add_argument("--chief", action="store_true", help="add a Chief (always with pss)")
+    parser.add_argument("--evaluator", action="store_true", help="add a sidecar evaluator")
+    parser.add_argument("--gpus", type=int, default=0, help="nvidia.com/gpu per training replica")
+    parser.add_argument("--image", default=DEFAULT_IMAGE)
+    parser.add_argument("--command", default="tfjob-train", help="container command (shell words)")
+    parser.add_argument(
+        "--args", default=None, help="container args (shell words); default: model/checkpoint dirs"
+    )
+    parser.add_argument("--train-arg", action="append", default=[], help="extra arg, repeatable")
+    parser.add_argument("--namespace", default=None)
+    parser.add_argument("--shared-dir", default="/tmp", help="host dir mounted at /shared")
+    parser.add_argument(
+        "--restart-policy", default="ExitCode", choices=["ExitCode", "OnFailure", "Never"]
+    )
+    parser.add_argument("--backoff-limit", type=int, default=3)
+    parser.add_argument("--ttl", type=int, default=None, help="ttlSecondsAfterFinished")
+    parser.add_argument("-o", "--output", default="-", help="file to write ('-': stdout)")
+
+
+def choices_from(args: argparse.Namespace) -> Choices:
+    ps = args.ps if args.ps is not None else (1 if args.strategy == "pss" else 0)
+    return Choices(
+        name=args.name,
+        strategy=args.strategy,
+        workers=args.workers,
+        ps=ps,
+        chief=args.chief,
+        evaluator=args.evaluator,
+        gpus=args.gpus,
+        image=args.image,
+        command=tuple(shlex.split(args.command)),
+        args=tuple(shlex.split(args.args)) if args.args is not None else None,
+        namespace=args.namespace,
+        shared_dir=args.shared_dir,
+        restart_policy=args.restart_policy,
+        backoff_limit=args.backoff_limit,
+        ttl=args.ttl,
+        extra_args=tuple(args.train_arg),
+    )

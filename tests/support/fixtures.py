@@ -1,0 +1,74 @@
+"""Fixtures for tests of the operator on the local cluster: the CRD, the operator process,
+and TFJob helpers bound to a fresh namespace."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.operator_process import OperatorProcess
+from support.tfjobs import TFJobs
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
+_OPERATOR_KEY = pytest.StashKey[OperatorProcess]()
+
+
+@pytest.fixture(scope="session")
+def tfjob_crd(kubectl: Any) -> Path:
+    """The TFJob CRD, installed from the chart's crds/ (the one generated file)."""
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    deadline = time.monotonic() + 60
+    while not _established(
+        json.loads(kubectl("get", "crd", "tfjobs.tfjob.dev", "-o", "json").stdout)
+    ):
+        assert time.monotonic() < deadline, "the TFJob CRD was not established in 60s"
+        time.sleep(0.2)
+    return CRD
+
+
+def _established(crd: dict[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+@pytest.fixture(scope="session")
+def operator(
+    request: pytest.FixtureRequest,
+    kubeconfig: str,
+    tfjob_crd: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[OperatorProcess]:
+    """The operator from this checkout, watching all namespaces, for the whole session."""
+    log_path = tmp_path_factory.mktemp("operator") / "operator.log"
+    process = OperatorProcess(kubeconfig, log_path)
+    request.config.stash[_OPERATOR_KEY] = process
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def tfjobs(operator: OperatorProcess, k8s_client: Any, namespace: str) -> TFJobs:
+    """TFJob helpers in this test's namespace, with the operator running."""
+    if operator.process is None or operator.process.poll() is not None:
+        operator.start()  # an earlier test stopped it and failed before starting it again
+    return TFJobs(k8s_client, namespace)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    process = item.config.stash.get(_OPERATOR_KEY, None)
+    if report.failed and process is not None and "operator" in getattr(item, "fixturenames", ()):
+        report.sections.append(
+            ("operator log (tail)", f"{process.log_path}\n{process.log_tail(60)}")
+        )
+    return report

@@ -1,0 +1,266 @@
+"""Creating TFJobs and waiting on them through the real API server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client, watch
+
+GROUP, VERSION, PLURAL = "tfjob.dev", "v1", "tfjobs"
+SHELL_IMAGE = "localhost/shell:1"
+#: Lets a replica's command know which incarnation it is (0 before any restart).
+GENERATION_ENV = {
+    "name": "GENERATION",
+    "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['tfjob.dev/replica-generation']"}},
+}
+
+
+def shell_replica(
+    script: str,
+    replicas: int = 1,
+    policy: str | None = None,
+    grace: int = 1,
+) -> dict[str, Any]:
+    """A replica whose tensorflow container runs `sh -c script`."""
+    spec: dict[str, Any] = {
+        "replicas": replicas,
+        "template": {
+            "spec": {
+                "terminationGracePeriodSeconds": grace,
+                "containers": [
+                    {
+                        "name": "tensorflow",
+                        "image": SHELL_IMAGE,
+                        "command": ["sh", "-c", script],
+                        "env": [GENERATION_ENV],
+                    }
+                ],
+            }
+        },
+    }
+    if policy:
+        spec["restartPolicy"] = policy
+    return spec
+
+
+def tfjob(name: str, replica_specs: Mapping[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TFJob",
+        "metadata": {"name": name},
+        "spec": {"tfReplicaSpecs": dict(replica_specs), **spec},
+    }
+
+
+class TFJobs:
+    """TFJob operations in one namespace."""
+
+    def __init__(self, api_client: client.ApiClient, namespace: str) -> None:
+        self.namespace = namespace
+        self.custom = client.CustomObjectsApi(api_client)
+        self.core = client.CoreV1Api(api_client)
+
+    def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        created: dict[str, Any] = self.custom.create_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, dict(body)
+        )
+        return created
+
+    def get(self, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.custom.get_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, name
+        )
+        return found
+
+    def exists(self, name: str) -> bool:
+        try:
+            self.get(name)
+        except client.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    def patch_spec(self, name: str, spec: Mapping[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, name, {"spec": dict(spec)}
+        )
+
+    def delete(self, name: str, propagation: str = "Background") -> None:
+        self.custom.delete_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, PLURAL, name, propagation_policy=propagation
+        )
+
+    def pods(self, name: str) -> list[client.V1Pod]:
+        items: list[client.V1Pod] = self.core.list_namespaced_pod(
+            self.namespace, label_selector=f"tfjob.dev/job-name={name}"
+        ).items
+        return sorted(items, key=lambda p: p.metadata.name)
+
+    def services(self, name: str) -> list[client.V1Service]:
+        items: list[client.V1Service] = self.core.list_namespaced_service(
+            self.namespace, label_selector=f"tfjob.dev/job-name={name}"
+        ).items
+        return sorted(items, key=lambda s: s.metadata.name)
+
+    def events(self, name: str) -> list[client.CoreV1Event]:
+        items: list[client.CoreV1Event] = self.core.list_namespaced_event(
+            self.namespace,
+            field_selector=f"involvedObject.kind=TFJob,involvedObject.name={name}",
+        ).items
+        return items
+
+    def event_reasons(self, name: str) -> list[str]:
+        return [e.reason for e in self.events(name)]
+
+    def wait_for(
+        self,
+        name: str,
+        predicate: Callable[[dict[str, Any]], bool],
+        what: str,
+        timeout: float = 120,
+    ) -> dict[str, Any]:
+        """Polls the TFJob until `predicate(job)`; on timeout fails with what was seen."""
+        deadline = time.monotonic() + timeout
+        job: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            job = self.get(name)
+            if predicate(job):
+                return job
+            time.sleep(0.25)
+        raise AssertionError(
+            f"TFJob {name}: timed out after {timeout}s waiting for {what}\n"
+            f"{self.describe(name, job)}"
+        )
+
+    def wait_state(self, name: str, state: str, timeout: float = 120) -> dict[str, Any]:
+        return self.wait_for(
+            name,
+            lambda job: (job.get("status") or {}).get("state") == state,
+            f"state {state}",
+            timeout,
+        )
+
+    def wait_gone(self, name: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.exists(name) and not self.pods(name) and not self.services(name):
+                return
+            time.sleep(0.25)
+        raise AssertionError(f"TFJob {name} or its children still exist after {timeout}s")
+
+    def wait_pods(
+        self,
+        name: str,
+        predicate: Callable[[list[client.V1Pod]], bool],
+        what: str,
+        timeout: float = 60,
+    ) -> list[client.V1Pod]:
+        deadline = time.monotonic() + timeout
+        pods: list[client.V1Pod] = []
+        while time.monotonic() < deadline:
+            pods = self.pods(name)
+            if predicate(pods):
+                return pods
+            time.sleep(0.25)
+        raise AssertionError(
+            f"TFJob {name}: timed out after {timeout}s waiting for pods: {what}\n"
+            f"{self.describe(name)}"
+        )
+
+    def describe(self, name: str, job: Mapping[str, Any] | None = None) -> str:
+        """The job's status, events and pods: what a failing test needs to show."""
+        try:
+            job = job or self.get(name)
+        except client.ApiException as error:
+            job = {"error": str(error)}
+        lines = ["status: " + json.dumps(job.get("status"), indent=1, sort_keys=True)]
+        lines += [f"event {e.type} {e.reason}: {e.message}" for e in self.events(name)]
+        for pod in self.pods(name):
+            statuses = [
+                (c.name, c.state.to_dict() if c.state else None, c.restart_count)
+                for c in pod.status.container_statuses or []
+            ]
+            lines.append(
+                f"pod {pod.metadata.name} uid={pod.metadata.uid} phase={pod.status.phase} "
+                f"deleting={pod.metadata.deletion_timestamp is not None} "
+                f"labels={pod.metadata.labels} containers={statuses}"
+            )
+        return "\n".join(lines)
+
+
+def condition(job: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
+    for entry in (job.get("status") or {}).get("conditions") or []:
+        if entry.get("type") == kind:
+            return dict(entry)
+    return None
+
+
+@dataclass
+class PodCreations:
+    """Every pod ADDED event of a job, recorded by a watch running beside the test.
+
+    Proves that the operator never has two pods of one replica and generation, even across
+    operator restarts.
+    """
+
+    api_client: client.ApiClient
+    namespace: str
+    job_name: str
+    added: list[tuple[str, str, str]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> PodCreations:
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _watch(self) -> None:
+        core = client.CoreV1Api(self.api_client)
+        selector = f"tfjob.dev/job-name={self.job_name}"
+        seen: set[str] = set()
+
+        def record(pod: client.V1Pod) -> None:
+            if pod.metadata.uid in seen:
+                return
+            seen.add(pod.metadata.uid)
+            generation = (pod.metadata.labels or {}).get("tfjob.dev/replica-generation", "?")
+            self.added.append((pod.metadata.name, generation, pod.metadata.uid))
+
+        version = None
+        while not self._stop.is_set():
+            if version is None:
+                listing = core.list_namespaced_pod(self.namespace, label_selector=selector)
+                for pod in listing.items:
+                    record(pod)
+                version = listing.metadata.resource_version
+            stream = watch.Watch()
+            try:
+                for event in stream.stream(
+                    core.list_namespaced_pod,
+                    self.namespace,
+                    label_selector=selector,
+                    resource_version=version,
+                    timeout_seconds=2,
+                ):
+                    record(event["object"])
+                version = stream.resource_version
+            except client.ApiException as error:
+                if error.status != 410:
+                    raise
+                version = None  # the watch window expired: list again
+
+    def duplicates(self) -> list[tuple[str, str]]:
+        keys = [(name, generation) for name, generation, _ in self.added]
+        return sorted({k for k in keys if keys.count(k) > 1})

@@ -1,0 +1,464 @@
+"""The controller's state machine: every transition, decided without a cluster."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tfjob_operator.decide import Plan, decide
+from tfjob_operator.render import JobRef
+
+from .tfjobs import NOW, job_view, pod, replica_spec, services
+
+pytestmark = pytest.mark.unit
+
+MWMS = {
+    "tfReplicaSpecs": {"Chief": replica_spec(1, "ExitCode"), "Worker": replica_spec(2, "ExitCode")}
+}
+PSS = {
+    "tfReplicaSpecs": {
+        "Chief": replica_spec(1, "ExitCode"),
+        "Worker": replica_spec(2, "ExitCode"),
+        "PS": replica_spec(1, "ExitCode"),
+    }
+}
+ALL_MWMS = ("chief-0", "worker-0", "worker-1")
+ALL_PSS = ("chief-0", "worker-0", "worker-1", "ps-0")
+
+
+def created(plan: Plan) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in plan.create_pods)
+
+
+def deleted(plan: Plan) -> list[str]:
+    return sorted(d.name for d in plan.delete_pods)
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == kind)
+
+
+def run(spec: dict, pods: list, status: dict | None = None, **kwargs: Any) -> Plan:
+    return decide(job_view(spec, status), pods, services(spec), kwargs.pop("now", NOW), **kwargs)
+
+
+def settle(spec: dict, pods: list, status: dict | None = None, **kwargs: Any) -> dict:
+    """Runs one decision and returns the status it leaves (the old one if unchanged)."""
+    plan = run(spec, pods, status, **kwargs)
+    return plan.status if plan.status is not None else (status or {})
+
+
+def test_new_job_creates_every_pod_and_service() -> None:
+    plan = decide(job_view(PSS), [], [], NOW)
+    assert created(plan) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
+    assert sorted(s["metadata"]["name"] for s in plan.create_services) == created(plan)
+    assert plan.status is not None
+    assert condition(plan.status, "Created")["status"] == "True"
+    assert plan.status["state"] == "Created"
+    assert plan.status["startTime"] == "2026-11-22T12:00:00Z"
+
+
+def test_all_pods_running_means_running_and_nothing_to_do() -> None:
+    status = settle(MWMS, [])
+    plan = run(MWMS, [pod(MWMS, k) for k in ALL_MWMS], status)
+    assert plan.create_pods == plan.delete_pods == plan.create_services == []
+    assert plan.status["state"] == "Running"
+    assert plan.status["replicaStatuses"]["Worker"]["active"] == 2
+    assert plan.status["activeReplicas"] == 3
+    again = run(MWMS, [pod(MWMS, k) for k in ALL_MWMS], plan.status)
+    assert again.status is None, "a settled job must not be written again"
+
+
+def test_chief_success_completes_and_cleans_running_pods() -> None:
+    status = settle(PSS, [pod(PSS, k) for k in ALL_PSS])
+    pods = [pod(PSS, "chief-0", "Succeeded", exit_code=0)] + [
+        pod(PSS, k) for k in ("worker-0", "worker-1", "ps-0")
+    ]
+    plan = run(PSS, pods, status)
+    assert plan.status["state"] == "Succeeded"
+    assert plan.status["completionTime"] == "2026-11-22T12:00:00Z"
+    assert plan.status["replicaStatuses"]["Chief"]["succeeded"] == 1
+    assert deleted(plan) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
+    assert sorted(d.name for d in plan.delete_services) == deleted(plan)
+    assert [e.reason for e in plan.events] == ["TFJobSucceeded"]
+    assert plan.create_pods == []
+
+
+def test_worker_zero_decides_success_without_chief() -> None:
+    spec = {"tfReplicaSpecs": {"Worker": replica_spec(2, "ExitCode")}}
+    plan = run(spec, [pod(spec, "worker-0", "Succeeded", exit_code=0), pod(spec, "worker-1")])
+    assert plan.status["state"] == "Succeeded"
+
+
+def test_all_workers_policy_waits_for_every_worker() -> None:
+    spec = {"tfReplicaSpecs": {"Worker": replica_spec(2)}, "successPolicy": "AllWorkers"}
+    plan = run(spec, [pod(spec, "worker-0", "Succeeded", exit_code=0), pod(spec, "worker-1")])
+    assert plan.status["state"] != "Succeeded"
+    assert plan.delete_pods == []
+    done = [pod(spec, k, "Succeeded", exit_code=0) for k in ("worker-0", "worker-1")]
+    assert run(spec, done, plan.status).status["state"] == "Succeeded"
+
+
+def test_ps_and_evaluator_never_decide_success() -> None:
+    spec = {
+        "tfReplicaSpecs": {
+            "Worker": replica_spec(1),
+            "PS": replica_spec(1),
+            "Evaluator": replica_spec(1),
+        }
+    }
+    pods = [
+        pod(spec, "worker-0"),
+        pod(spec, "ps-0", "Succeeded", exit_code=0),
+        pod(spec, "evaluator-0", "Succeeded", exit_code=0),
+    ]
+    assert run(spec, pods).status["state"] != "Succeeded"
+
+
+def test_mwms_retryable_failure_restarts_the_whole_group_once() -> None:
+    status = settle(MWMS, [pod(MWMS, k) for k in ALL_MWMS])
+    pods = [
+        pod(MWMS, "chief-0"),
+        pod(MWMS, "worker-0"),
+        pod(MWMS, "worker-1", "Failed", exit_code=137),
+    ]
+    plan = run(MWMS, pods, status)
+    assert plan.status["restartCount"] == 1
+    assert plan.status["replicaGenerations"] == {k: 1 for k in ALL_MWMS}
+    assert plan.status["state"] == "Restarting"
+    message = condition(plan.status, "Restarting")["message"]
+    assert "worker-1 exited with code 137" in message
+    assert "chief-0, worker-0, worker-1" in message
+    assert deleted(plan) == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1"]
+    assert plan.create_pods == [], "the new group waits until the old pods are gone"
+    assert [e.reason for e in plan.events] == ["TFJobRestarting"]
+
+    # The survivors die on their own (exit 42) while being deleted: the same restart.
+    survivors = [
+        pod(MWMS, "chief-0", "Failed", exit_code=42, terminating=True),
+        pod(MWMS, "worker-0", "Failed", exit_code=42),
+        pod(MWMS, "worker-1", "Failed", exit_code=137, terminating=True),
+    ]
+    again = run(MWMS, survivors, plan.status)
+    assert (again.status or plan.status)["restartCount"] == 1
+    assert deleted(again) == ["mnist-worker-0"]
+    assert again.create_pods == []
+
+    # Once every old pod is gone, the group comes back at generation 1.
+    back = run(MWMS, [], plan.status)
+    assert created(back) == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1"]
+    labels = {p["metadata"]["labels"]["tfjob.dev/replica-generation"] for p in back.create_pods}
+    assert labels == {"1"}
+
+
+def test_restart_recorded_before_a_crash_is_not_counted_twice() -> None:
+    """The operator wrote the restart, then died before deleting the pods."""
+    status = settle(MWMS, [pod(MWMS, k) for k in ALL_MWMS])
+    failed = [
+        pod(MWMS, "chief-0"),
+        pod(MWMS, "worker-0"),
+        pod(MWMS, "worker-1", "Failed", exit_code=143),
+    ]
+    recorded = run(MWMS, failed, status).status
+    plan = run(MWMS, failed, recorded)
+    assert plan.status is None or plan.status["restartCount"] == 1
+    assert deleted(plan) == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1"]
+
+
+def test_exit_code_42_is_retryable() -> None:
+    pods = [
+        pod(MWMS, "chief-0", "Failed", exit_code=42),
+        pod(MWMS, "worker-0"),
+        pod(MWMS, "worker-1"),
+    ]
+    assert run(MWMS, pods, settle(MWMS, [])).status["restartCount"] == 1
+
+
+@pytest.mark.parametrize("code", [1, 2, 127])
+def test_exit_code_1_to_127_fails_the_job(code: int) -> None:
+    pods = [
+        pod(MWMS, "chief-0"),
+        pod(MWMS, "worker-0", "Failed", exit_code=code),
+        pod(MWMS, "worker-1"),
+    ]
+    plan = run(MWMS, pods, settle(MWMS, []))
+    assert plan.status["state"] == "Failed"
+    failed = condition(plan.status, "Failed")
+    assert failed["reason"] == "ReplicaFailed"
+    assert f"worker-0 exited with code {code}" in failed["message"]
+    assert "ExitCode" in failed["message"]
+    assert deleted(plan) == ["mnist-chief-0", "mnist-worker-1"]
+    assert plan.status["completionTime"]
+
+
+def test_never_policy_fails_even_on_signal_exit() -> None:
+    spec = {"tfReplicaSpecs": {"Worker": replica_spec(2, "Never")}}
+    plan = run(spec, [pod(spec, "worker-0"), pod(spec, "worker-1", "Failed", exit_code=137)])
+    assert plan.status["state"] == "Failed"
+
+
+@pytest.mark.parametrize(
+    "disruption",
+    [
+        {"reason": "Evicted"},
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "DisruptionTarget",
+                        "status": "True",
+                        "reason": "PreemptionByScheduler",
+                    }
+                ]
+            }
+        },
+    ],
+)
+def test_disruption_is_retried_whatever_the_policy(disruption: dict) -> None:
+    spec = {"tfReplicaSpecs": {"Worker": replica_spec(2, "Never")}}
+    pods = [pod(spec, "worker-0"), pod(spec, "worker-1", "Failed", **disruption)]
+    plan = run(spec, pods, settle(spec, []))
+    assert plan.status["state"] == "Restarting"
+    assert plan.status["restartCount"] == 1
+
+
+def test_pod_deleted_by_someone_else_is_a_retryable_disruption() -> None:
+    spec = {"tfReplicaSpecs": {"Worker": replica_spec(2, "Never")}}
+    pods = [pod(spec, "worker-0"), pod(spec, "worker-1", terminating=True)]
+    plan = run(spec, pods, settle(spec, []))
+    assert plan.status["restartCount"] == 1
+    assert "worker-1 was disrupted (PodDeleted)" in condition(plan.status, "Restarting")["message"]
+
+
+def test_ps_job_restarts_a_failed_worker_alone() -> None:
+    status = settle(PSS, [pod(PSS, k) for k in ALL_PSS])
+    pods = [pod(PSS, k) for k in ("chief-0", "worker-0", "ps-0")]
+    pods.append(pod(PSS, "worker-1", "Failed", exit_code=137))
+    plan = run(PSS, pods, status)
+    assert plan.status["replicaGenerations"] == {"worker-1": 1}
+    assert deleted(plan) == ["mnist-worker-1"]
+    assert plan.status["replicaStatuses"]["Worker"]["restarts"] == 1
+    back = run(PSS, [pod(PSS, k) for k in ("chief-0", "worker-0", "ps-0")], plan.status)
+    assert created(back) == ["mnist-worker-1"]
+
+
+def test_ps_job_restarts_everything_when_a_ps_fails() -> None:
+    status = settle(PSS, [pod(PSS, k) for k in ALL_PSS])
+    pods = [pod(PSS, k) for k in ("chief-0", "worker-0", "worker-1")]
+    pods.append(pod(PSS, "ps-0", "Failed", exit_code=137))
+    plan = run(PSS, pods, status)
+    assert plan.status["replicaGenerations"] == {k: 1 for k in ALL_PSS}
+    assert deleted(plan) == sorted(f"mnist-{k}" for k in ALL_PSS)
+
+
+def test_backoff_limit_stops_restarts_and_cleans_up() -> None:
+    spec = {**MWMS, "runPolicy": {"backoffLimit": 1}}
+    status = settle(spec, [pod(spec, k) for k in ALL_MWMS])
+    first = run(
+        spec,
+        [
+            pod(spec, "chief-0"),
+            pod(spec, "worker-0"),
+            pod(spec, "worker-1", "Failed", exit_code=137),
+        ],
+        status,
+    )
+    assert first.status["restartCount"] == 1
+    pods = [
+        pod(spec, "chief-0", generation=1),
+        pod(spec, "worker-0", "Failed", exit_code=137, generation=1),
+        pod(spec, "worker-1", generation=1),
+    ]
+    second = run(spec, pods, first.status)
+    assert second.status["state"] == "Failed"
+    assert condition(second.status, "Failed")["reason"] == "BackoffLimitExceeded"
+    assert second.status["restartCount"] == 1
+    assert deleted(second) == ["mnist-chief-0", "mnist-worker-1"]
+
+
+def test_in_place_restarts_count_against_backoff_limit() -> None:
+    spec = {
+        "tfReplicaSpecs": {"Worker": replica_spec(2, "OnFailure")},
+        "runPolicy": {"backoffLimit": 2},
+    }
+    pods = [pod(spec, "worker-0", restarts=2), pod(spec, "worker-1", restarts=1)]
+    plan = run(spec, pods, settle(spec, []))
+    assert plan.status["state"] == "Failed"
+    assert condition(plan.status, "Failed")["reason"] == "BackoffLimitExceeded"
+
+
+def test_active_deadline_fails_the_job_without_any_event() -> None:
+    spec = {**MWMS, "runPolicy": {"activeDeadlineSeconds": 60}}
+    status = settle(spec, [pod(spec, k) for k in ALL_MWMS])
+    early = run(spec, [pod(spec, k) for k in ALL_MWMS], status, now=NOW + timedelta(seconds=20))
+    assert early.requeue_after == pytest.approx(40)
+    late = run(spec, [pod(spec, k) for k in ALL_MWMS], status, now=NOW + timedelta(seconds=61))
+    assert late.status["state"] == "Failed"
+    assert condition(late.status, "Failed")["reason"] == "DeadlineExceeded"
+    assert deleted(late) == [f"mnist-{k}" for k in ALL_MWMS]
+
+
+def test_ttl_deletes_the_finished_job() -> None:
+    spec = {**MWMS, "runPolicy": {"ttlSecondsAfterFinished": 30}}
+    done = [pod(spec, "chief-0", "Succeeded", exit_code=0)]
+    finished = run(spec, done, settle(spec, [])).status
+    assert finished["state"] == "Succeeded"
+    waiting = run(spec, done, finished, now=NOW + timedelta(seconds=10))
+    assert not waiting.delete_job
+    assert waiting.requeue_after == pytest.approx(20)
+    assert run(spec, done, finished, now=NOW + timedelta(seconds=30)).delete_job
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("Running", ["mnist-worker-1"]),
+        ("All", ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1"]),
+        ("None", []),
+    ],
+)
+def test_clean_pod_policy(policy: str, expected: list[str]) -> None:
+    spec = {**MWMS, "runPolicy": {"cleanPodPolicy": policy}}
+    pods = [
+        pod(spec, "chief-0", "Succeeded", exit_code=0),
+        pod(spec, "worker-0", "Succeeded", exit_code=0),
+        pod(spec, "worker-1"),
+    ]
+    plan = run(spec, pods, settle(spec, []))
+    assert plan.status["state"] == "Succeeded"
+    assert deleted(plan) == expected
+    services_deleted = sorted(d.name for d in plan.delete_services)
+    assert services_deleted == expected
+
+
+def test_clean_pod_policy_applies_after_backoff_failure_too() -> None:
+    spec = {**MWMS, "runPolicy": {"backoffLimit": 0, "cleanPodPolicy": "All"}}
+    pods = [
+        pod(spec, "chief-0"),
+        pod(spec, "worker-0"),
+        pod(spec, "worker-1", "Failed", exit_code=137),
+    ]
+    plan = run(spec, pods, settle(spec, []))
+    assert condition(plan.status, "Failed")["reason"] == "BackoffLimitExceeded"
+    assert deleted(plan) == [f"mnist-{k}" for k in ALL_MWMS]
+
+
+def test_finished_job_stays_finished() -> None:
+    done = [pod(MWMS, "chief-0", "Succeeded", exit_code=0)]
+    finished = run(MWMS, done, settle(MWMS, [])).status
+    # The chief's pod is garbage-collected later, and a worker even fails: nothing changes.
+    later = run(MWMS, [pod(MWMS, "worker-0", "Failed", exit_code=1)], finished)
+    assert later.status["state"] == "Succeeded"
+    assert later.status["conditions"] == finished["conditions"]
+    assert later.status["completionTime"] == finished["completionTime"]
+    assert later.create_pods == []
+    assert later.events == []
+
+
+def test_succeeded_replica_is_never_recreated() -> None:
+    spec = {"tfReplicaSpecs": {"Worker": replica_spec(2)}, "successPolicy": "AllWorkers"}
+    status = settle(spec, [pod(spec, "worker-0"), pod(spec, "worker-1", "Succeeded", exit_code=0)])
+    assert status["replicaStatuses"]["Worker"]["succeededIndexes"] == [1]
+    plan = run(spec, [pod(spec, "worker-0")], status)
+    assert plan.create_pods == []
+
+
+def test_suspend_deletes_children_and_resume_recreates_them() -> None:
+    running = settle(MWMS, [pod(MWMS, k) for k in ALL_MWMS])
+    suspended_spec = {**MWMS, "runPolicy": {"suspend": True}}
+    plan = run(suspended_spec, [pod(MWMS, k) for k in ALL_MWMS], running)
+    assert plan.status["state"] == "Suspended"
+    assert deleted(plan) == [f"mnist-{k}" for k in ALL_MWMS]
+    assert len(plan.delete_services) == 3
+    assert [e.reason for e in plan.events] == ["TFJobSuspended"]
+    later = NOW + timedelta(minutes=5)
+    resumed = decide(job_view(MWMS, plan.status), [], [], later)
+    assert created(resumed) == [f"mnist-{k}" for k in ALL_MWMS]
+    assert condition(resumed.status, "Suspended")["status"] == "False"
+    assert resumed.status["startTime"] == "2026-11-22T12:05:00Z"
+
+
+def test_changed_replica_count_recreates_pods_without_counting_a_restart() -> None:
+    status = settle(MWMS, [pod(MWMS, k) for k in ALL_MWMS])
+    grown = {"tfReplicaSpecs": {**MWMS["tfReplicaSpecs"], "Worker": replica_spec(3, "ExitCode")}}
+    plan = decide(job_view(grown, status), [pod(MWMS, k) for k in ALL_MWMS], services(MWMS), NOW)
+    assert deleted(plan) == [f"mnist-{k}" for k in ALL_MWMS]
+    assert plan.create_pods == [], "new pods wait for the old cluster to be gone"
+    assert plan.status["restartCount"] == 0
+    assert condition(plan.status, "Restarting")["reason"] == "ReplicasChanged"
+    assert "mnist-worker-2" in [s["metadata"]["name"] for s in plan.create_services]
+    back = run(grown, [], plan.status)
+    assert created(back) == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-worker-2"]
+
+
+def test_scale_down_deletes_extra_replicas() -> None:
+    status = settle(MWMS, [pod(MWMS, k) for k in ALL_MWMS])
+    shrunk = {"tfReplicaSpecs": {**MWMS["tfReplicaSpecs"], "Worker": replica_spec(1, "ExitCode")}}
+    plan = decide(job_view(shrunk, status), [pod(MWMS, k) for k in ALL_MWMS], services(MWMS), NOW)
+    assert "mnist-worker-1" in deleted(plan)
+    assert "mnist-worker-1" in [d.name for d in plan.delete_services]
+
+
+def test_evaluator_finishes_its_final_evaluation_before_success() -> None:
+    spec = {**PSS, "tfReplicaSpecs": {**PSS["tfReplicaSpecs"], "Evaluator": replica_spec(1)}}
+    keys = (*ALL_PSS, "evaluator-0")
+    status = settle(spec, [pod(spec, k) for k in keys])
+    pods = [pod(spec, "chief-0", "Succeeded", exit_code=0)] + [pod(spec, k) for k in keys[1:]]
+    plan = run(spec, pods, status)
+    assert plan.status["state"] == "Running"
+    assert condition(plan.status, "Running")["reason"] == "TrainingFinished"
+    assert deleted(plan) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
+    done = [
+        pod(spec, "chief-0", "Succeeded", exit_code=0),
+        pod(spec, "evaluator-0", "Succeeded", exit_code=0),
+    ]
+    assert run(spec, done, plan.status).status["state"] == "Succeeded"
+
+
+def test_pods_of_an_earlier_job_with_the_same_name_block_creation() -> None:
+    old = JobRef("ml", "mnist", "uid-old")
+    leftovers = [pod(MWMS, "worker-0", terminating=True, owner=old)]
+    plan = decide(job_view(MWMS), leftovers, [], NOW)
+    assert created(plan) == ["mnist-chief-0", "mnist-worker-1"]
+    assert plan.delete_pods == []
+
+
+def test_unschedulable_pod_is_reported_once() -> None:
+    unschedulable = {
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.",
+            }
+        ]
+    }
+    pods = [
+        pod(MWMS, "chief-0"),
+        pod(MWMS, "worker-0"),
+        pod(MWMS, "worker-1", "Pending", status=unschedulable),
+    ]
+    plan = run(MWMS, pods, settle(MWMS, []))
+    running = condition(plan.status, "Running")
+    assert running["status"] == "False"
+    assert running["reason"] == "Unschedulable"
+    assert "Insufficient nvidia.com/gpu" in running["message"]
+    assert [e.reason for e in plan.events] == ["Unschedulable"]
+    assert run(MWMS, pods, plan.status).events == []
+
+
+def test_deleting_job_is_left_to_the_garbage_collector() -> None:
+    plan = decide(job_view(MWMS, deleting=True), [pod(MWMS, "chief-0", terminating=True)], [], NOW)
+    assert plan == Plan()
+
+
+def test_invalid_spec_fails_with_the_reason() -> None:
+    spec = {"tfReplicaSpecs": {"PS": replica_spec(1)}}
+    plan = decide(job_view(spec), [], [], NOW)
+    failed = condition(plan.status, "Failed")
+    assert failed["reason"] == "InvalidSpec"
+    assert "PS needs Worker" in failed["message"]
+    assert plan.create_pods == []

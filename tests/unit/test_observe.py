@@ -1,0 +1,76 @@
+"""Reading a pod's outcome the way the kubelet reports it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfjob_operator.api import RestartPolicy
+from tfjob_operator.decide import is_retryable
+from tfjob_operator.observe import Failure, observe_pod
+
+pytestmark = pytest.mark.unit
+
+
+def body(phase: str, main: dict | None = None, **status: object) -> dict:
+    containers = [{"name": "sidecar", "state": {"running": {}}}]
+    if main is not None:
+        containers.append({"name": "tensorflow", **main})
+    return {
+        "metadata": {
+            "name": "mnist-worker-0",
+            "uid": "u",
+            "labels": {"tfjob.dev/replica-type": "worker", "tfjob.dev/replica-index": "0"},
+        },
+        "status": {"phase": phase, "containerStatuses": containers, **status},
+    }
+
+
+def test_exit_code_comes_from_the_tensorflow_container() -> None:
+    observed = observe_pod(
+        body("Failed", {"state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}})
+    )
+    assert observed.failure == Failure(137, "OOMKilled", "", disrupted=False)
+    assert observed.failure.describe() == "exited with code 137 (OOMKilled)"
+    assert observed.replica is not None
+    assert observed.replica.key == "worker-0"
+
+
+def test_evicted_pod_is_a_disruption() -> None:
+    observed = observe_pod(body("Failed", None, reason="Evicted", message="low on memory"))
+    assert observed.failure is not None
+    assert observed.failure.disrupted
+    assert observed.failure.describe() == "was disrupted (Evicted): low on memory"
+
+
+def test_exit_zero_under_restart_policy_always_counts_as_success() -> None:
+    main = {
+        "state": {"running": {}},
+        "lastState": {"terminated": {"exitCode": 0}},
+        "restartCount": 1,
+    }
+    observed = observe_pod(body("Running", main))
+    assert observed.succeeded
+    assert observed.container_restarts == 1
+
+
+def test_image_pull_error_is_the_pending_reason() -> None:
+    main = {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}}
+    observed = observe_pod(body("Pending", main))
+    assert (observed.pending_reason, observed.pending_message) == ("ImagePullBackOff", "not found")
+
+
+@pytest.mark.parametrize(
+    ("policy", "code", "retryable"),
+    [
+        (RestartPolicy.EXIT_CODE, 1, False),
+        (RestartPolicy.EXIT_CODE, 127, False),
+        (RestartPolicy.EXIT_CODE, 42, True),
+        (RestartPolicy.EXIT_CODE, 128, True),
+        (RestartPolicy.EXIT_CODE, 143, True),
+        (RestartPolicy.NEVER, 137, False),
+        (RestartPolicy.ON_FAILURE, 137, False),
+    ],
+)
+def test_retryable_exit_codes(policy: RestartPolicy, code: int, retryable: bool) -> None:
+    assert is_retryable(policy, Failure(code, "Error", "", disrupted=False)) is retryable
+    assert is_retryable(policy, Failure(None, "Evicted", "", disrupted=True))

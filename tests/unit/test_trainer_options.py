@@ -1,0 +1,118 @@
+"""Flags of tfjob-train: defaults, $TFJOB_STRATEGY, one-line errors."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tfjob_trainer.errors import ConfigError
+from tfjob_trainer.options import parse_options
+from tfjob_trainer.strategy_choice import StrategyName
+
+pytestmark = pytest.mark.unit
+
+DIRS = ["--model-dir", "m", "--checkpoint-dir", "gs://bucket/ckpt"]
+
+
+def test_defaults_train_digits() -> None:
+    options = parse_options(DIRS, {})
+    assert options.dataset == "digits"
+    assert options.strategy == StrategyName.AUTO
+    assert options.gpu_memory_growth is True
+    assert options.gpu_memory_limit_mb is None
+    assert options.entrypoint is None
+    assert options.steps_per_epoch is None
+    assert options.hidden_units == (128, 64)
+    assert options.model_dir == os.path.abspath("m")
+    assert options.checkpoint_dir == "gs://bucket/ckpt"
+
+
+def test_every_knob_is_parsed() -> None:
+    options = parse_options(
+        [
+            *DIRS,
+            "--dataset=synthetic",
+            "--synthetic-examples=1000",
+            "--epochs=3",
+            "--steps-per-epoch=7",
+            "--batch-size=16",
+            "--learning-rate=0.1",
+            "--hidden-units=32",
+            "--log-dir=/logs",
+            "--strategy=mirrored",
+            "--log-device-placement",
+            "--no-gpu-memory-growth",
+            "--gpu-memory-limit=2048",
+            "--collective-timeout=0",
+            "--entrypoint=pkg.mod:main",
+            "--evaluator-timeout=5",
+            "--eval-poll-seconds=0.5",
+            "--keep-checkpoints=1",
+        ],
+        {},
+    )
+    assert (options.dataset, options.synthetic_examples) == ("synthetic", 1000)
+    assert (options.epochs, options.steps_per_epoch, options.batch_size) == (3, 7, 16)
+    assert options.learning_rate == 0.1
+    assert options.hidden_units == (32,)
+    assert options.log_dir == "/logs"
+    assert options.strategy == StrategyName.MIRRORED
+    assert options.log_device_placement is True
+    assert options.gpu_memory_growth is False
+    assert options.gpu_memory_limit_mb == 2048
+    assert options.collective_timeout_seconds == 0
+    assert options.entrypoint == "pkg.mod:main"
+    assert options.evaluator_timeout_seconds == 5
+    assert options.eval_poll_seconds == 0.5
+    assert options.keep_checkpoints == 1
+
+
+def test_strategy_comes_from_the_environment_unless_a_flag_overrides() -> None:
+    environ = {"TFJOB_STRATEGY": "multi-worker-mirrored"}
+    assert parse_options(DIRS, environ).strategy == StrategyName.MULTI_WORKER_MIRRORED
+    assert parse_options([*DIRS, "--strategy=default"], environ).strategy == StrategyName.DEFAULT
+
+
+def test_entrypoint_runs_without_directories() -> None:
+    options = parse_options(["--entrypoint", "pkg:main"], {})
+    assert options.model_dir is None
+    assert options.checkpoint_dir is None
+    assert options.entrypoint_args == ()
+
+
+def test_arguments_after_a_double_dash_are_for_the_entrypoint() -> None:
+    options = parse_options(
+        ["--entrypoint", "pkg:main", "--epochs", "2", "--", "--epochs", "x"], {}
+    )
+    assert options.epochs == 2
+    assert options.entrypoint_args == ("--epochs", "x")
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "fragment"),
+    [
+        ([], {}, "needs --model-dir and --checkpoint-dir"),
+        (["--model-dir", "m"], {}, "needs --checkpoint-dir"),
+        ([*DIRS, "--epochs", "0"], {}, "must be >= 1"),
+        ([*DIRS, "--epochs", "ten"], {}, "expected a number"),
+        ([*DIRS, "--learning-rate", "-1"], {}, "must be > 0"),
+        ([*DIRS, "--collective-timeout", "-5"], {}, "must be >= 0"),
+        ([*DIRS, "--hidden-units", "64,x"], {}, "comma-separated layer sizes"),
+        ([*DIRS, "--hidden-units", "64,0"], {}, "layer sizes must be >= 1"),
+        ([*DIRS, "--dataset", "mnist"], {}, "invalid choice: 'mnist'"),
+        ([*DIRS, "--strategy", "tpu"], {}, "invalid choice: 'tpu'"),
+        ([*DIRS, "--entrypoint", "pkg.main"], {}, "expected module:function"),
+        ([*DIRS, "--gpu-memory-limit", "0"], {}, "must be >= 1"),
+        ([*DIRS, "--unknown"], {}, "unrecognized arguments: --unknown"),
+        (DIRS, {"TFJOB_STRATEGY": "mwms"}, "$TFJOB_STRATEGY='mwms' is not one of"),
+        ([*DIRS, "--", "--lr", "1"], {}, "arguments after -- are for an --entrypoint"),
+    ],
+)
+def test_invalid_flags_are_one_line_config_errors(
+    argv: list[str], environ: dict[str, str], fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse_options(argv, environ)
+    assert fragment in str(raised.value)
+    assert "\n" not in str(raised.value)
