@@ -8,6 +8,7 @@ processes would be.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from support.tfjobs import PodCreations, TFJobs, condition, shell_replica, tfjob
@@ -148,6 +149,24 @@ def test_on_failure_restarts_in_place_until_backoff_limit(tfjobs: TFJobs) -> Non
     failed = condition(job, "Failed")
     assert failed["reason"] == "BackoffLimitExceeded"
     assert "past backoffLimit 1" in failed["message"]
+
+
+def test_evicted_pod_is_restarted_even_under_never(
+    tfjobs: TFJobs, core_v1: Any, local_cluster: Any
+) -> None:
+    script = '[ "$GENERATION" = 0 ] && exec sleep 3600; sleep 2'
+    tfjobs.create(tfjob("evict", {"Worker": shell_replica(script, 2, "Never")}))
+    tfjobs.wait_state("evict", "Running", 60)
+    core_v1.connect_post_node_proxy_with_path(
+        local_cluster.node_name,
+        f"debug/evict/{tfjobs.namespace}/evict-worker-1",
+        _preload_content=False,
+    )
+    job = tfjobs.wait_state("evict", "Succeeded", 90)
+    assert job["status"]["restartCount"] == 1
+    (restart,) = [e for e in tfjobs.events("evict") if e.reason == "TFJobRestarting"]
+    assert "worker-1 was disrupted (Evicted)" in restart.message
+    assert "restarting worker-0, worker-1" in restart.message
 
 
 def test_ps_job_restarts_a_failed_worker_alone(tfjobs: TFJobs) -> None:

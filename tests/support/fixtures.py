@@ -63,6 +63,17 @@ def tfjobs(operator: OperatorProcess, k8s_client: Any, namespace: str) -> TFJobs
     return TFJobs(k8s_client, namespace)
 
 
+@pytest.fixture
+def session_operator_stopped(request: pytest.FixtureRequest) -> None:
+    """Stops the checkout's operator, for tests where an installed operator must be alone.
+
+    `tfjobs` starts it again for the tests that follow.
+    """
+    process = request.config.stash.get(_OPERATOR_KEY, None)
+    if process is not None:
+        process.stop()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield

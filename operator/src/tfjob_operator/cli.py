@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import shlex
 import sys
@@ -89,11 +88,6 @@ def _run(args: argparse.Namespace) -> int:
     # Imported here so that `render` works without the controller's dependencies loaded.
     from .operator_main import run_operator
 
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stdout,
-    )
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig
     asyncio.run(

@@ -210,8 +210,8 @@ class _Decision:
                 current[key] = pod
         if any(p.cluster_digest != digests.get(p.replica.key if p.replica else "") for p in stale):
             message = "The replica counts changed: recreating the replicas with a new TF_CONFIG"
-            restarting = cond.find(self.conditions, ConditionType.RESTARTING)
-            if not restarting or (restarting.get("status"), restarting.get("reason")) != (
+            previous = cond.find(self.conditions, ConditionType.RESTARTING)
+            if not previous or (previous.get("status"), previous.get("reason")) != (
                 "True",
                 "ReplicasChanged",
             ):

@@ -160,11 +160,12 @@ def _exited_zero(main: Mapping[str, Any]) -> bool:
 
 
 def _disruption(status: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The kubelet's own reason (e.g. Evicted) is the most specific; else DisruptionTarget."""
+    if status.get("reason") in _NODE_REASONS:
+        return status["reason"], status.get("message") or ""
     for condition in status.get("conditions") or []:
         if condition.get("type") == "DisruptionTarget" and condition.get("status") == "True":
             return condition.get("reason") or "DisruptionTarget", condition.get("message") or ""
-    if status.get("reason") in _NODE_REASONS:
-        return status["reason"], status.get("message") or ""
     return None
 
 

@@ -1,0 +1,80 @@
+"""Writes examples/*.yaml with `tfjob-operator new`, so every example is what the
+scaffolder produces for these choices.
+
+    .venv/bin/python hack/gen_examples.py          # regenerate
+    .venv/bin/python hack/gen_examples.py --check  # exit 1 if an example is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import sys
+from pathlib import Path
+
+from tfjob_operator.cli import main as tfjob_operator
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Each example and the `tfjob-operator new` arguments that produce it.
+EXAMPLES: dict[str, list[str]] = {
+    "examples/mnist-mwms.yaml": ["mnist-mwms", "--strategy", "mwms", "--workers", "2"],
+    "examples/mnist-pss.yaml": [
+        "mnist-pss",
+        "--strategy",
+        "pss",
+        "--workers",
+        "2",
+        "--ps",
+        "1",
+        "--evaluator",
+    ],
+    "examples/mnist-gpu.yaml": ["mnist-gpu", "--strategy", "mwms", "--workers", "2", "--gpus", "1"],
+    "examples/custom-entrypoint/tfjob.yaml": [
+        "sine",
+        "--workers",
+        "2",
+        "--image",
+        "sine-trainer:0.1.0",
+        "--train-arg=--entrypoint",
+        "--train-arg=sine_regression:main",
+        "--train-arg=--epochs",
+        "--train-arg=3",
+    ],
+}
+
+
+def render(arguments: list[str]) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = tfjob_operator(["new", *arguments])
+    if code != 0:
+        raise SystemExit(f"tfjob-operator new {' '.join(arguments)} failed with {code}")
+    return out.getvalue()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if an example is stale")
+    args = parser.parse_args()
+    stale = []
+    for relative, arguments in EXAMPLES.items():
+        path = ROOT / relative
+        text = render(arguments)
+        if path.exists() and path.read_text() == text:
+            continue
+        if args.check:
+            stale.append(relative)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {relative}")
+    if stale:
+        print("out of date (run hack/gen_examples.py): " + ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""The Helm chart and the kustomize install, proven on the local cluster.
+
+The installed operator runs as a pod on the process node under the chart's ServiceAccount
+(its projected token, its RBAC), in a namespace that enforces Pod Security "restricted",
+and runs a TFJob to Succeeded: that proves the RBAC is enough. The checkout's own operator
+is stopped meanwhile so the installed one is alone.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.tfjobs import TFJobs, shell_replica, tfjob
+
+from tfjob_localcluster.binaries import locate
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "tfjob-operator"
+RELEASE = "tfjob-operator"
+
+
+class Helm:
+    def __init__(self, kubeconfig: str) -> None:
+        self.path = str(locate("helm").helm)
+        self.kubeconfig = kubeconfig
+
+    def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [self.path, f"--kubeconfig={self.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+        return done
+
+
+@pytest.fixture(scope="module")
+def helm(kubeconfig: str) -> Helm:
+    return Helm(kubeconfig)
+
+
+@pytest.fixture(scope="module")
+def release_namespace(core_v1: Any, kubectl: Any) -> Iterator[str]:
+    """Where the chart is installed: Pod Security "restricted" is enforced there."""
+    name = f"tfjob-system-{secrets.token_hex(3)}"
+    core_v1.create_namespace(
+        {
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "pod-security.kubernetes.io/enforce": "restricted",
+                    "pod-security.kubernetes.io/enforce-version": "latest",
+                },
+            }
+        }
+    )
+    yield name
+    core_v1.delete_namespace(name, propagation_policy="Background")
+
+
+def test_chart_lints_and_renders_what_the_api_server_accepts(
+    helm: Helm, kubectl: Any, namespace: str, tfjob_crd: Path
+) -> None:
+    namespaced = [
+        "--set",
+        f"watchNamespaces={{{namespace}}}",
+        "--set",
+        "clusterDomain=cluster.local",
+    ]
+    for values in ([], namespaced):
+        assert "0 chart(s) failed" in helm("lint", str(CHART), *values).stdout
+        rendered = helm("template", RELEASE, str(CHART), "--namespace", namespace, *values).stdout
+        applied = kubectl("apply", "--dry-run=server", "-f", "-", input=rendered).stdout
+        assert f"deployment.apps/{RELEASE} created (server dry run)" in applied
+        kind = "role" if values else "clusterrole"
+        assert f"{kind}.rbac.authorization.k8s.io/{RELEASE} created (server dry run)" in applied
+    bad = helm("template", RELEASE, str(CHART), "--set", "image.pullPolicy=Sometimes", check=False)
+    assert bad.returncode != 0
+    assert "pullPolicy" in bad.stderr
+
+
+def test_kustomize_install_is_accepted_by_the_api_server(kubectl: Any, core_v1: Any) -> None:
+    created = []
+    for name in ("tfjob-system", "tfjob-jobs"):
+        if kubectl("get", "namespace", name, check=False).returncode != 0:
+            core_v1.create_namespace({"metadata": {"name": name}})
+            created.append(name)
+    try:
+        for target in ("manifests/", "manifests/overlays/namespaced"):
+            rendered = kubectl("kustomize", str(ROOT / target)).stdout
+            applied = kubectl("apply", "--dry-run=server", "-f", "-", input=rendered).stdout
+            assert "deployment.apps/tfjob-operator" in applied, applied
+            assert "customresourcedefinition.apiextensions.k8s.io/tfjobs.tfjob.dev" in applied
+        namespaced = kubectl("kustomize", str(ROOT / "manifests/overlays/namespaced")).stdout
+        assert "kind: ClusterRole\n" not in namespaced
+        assert "--namespace=tfjob-jobs" in namespaced
+    finally:
+        for name in created:
+            core_v1.delete_namespace(name, propagation_policy="Background")
+
+
+def test_installed_operator_runs_a_tfjob_under_the_chart_identity(
+    helm: Helm,
+    kubectl: Any,
+    release_namespace: str,
+    namespace: str,
+    k8s_client: Any,
+    tfjob_crd: Path,
+    session_operator_stopped: None,
+) -> None:
+    helm(
+        "install", RELEASE, str(CHART), "--namespace", release_namespace, "--wait", "--timeout=120s"
+    )
+    pod = _operator_pod(kubectl, release_namespace)
+    assert pod["spec"]["serviceAccountName"] == RELEASE
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    tfjobs = TFJobs(k8s_client, namespace)
+    tfjobs.create(
+        tfjob(
+            "installed",
+            {"Chief": shell_replica("sleep 1"), "Worker": shell_replica("sleep 3600", 2)},
+        )
+    )
+    job = tfjobs.wait_state("installed", "Succeeded", 120)
+    assert job["status"]["replicaStatuses"]["Chief"]["succeeded"] == 1
+    tfjobs.wait_pods("installed", lambda p: len(p) == 1, "workers cleaned up")
+    reporters = {e.reporting_component for e in tfjobs.events("installed")}
+    assert reporters == {"tfjob-operator"}
+
+
+def test_rbac_grants_exactly_what_the_operator_uses(kubectl: Any, release_namespace: str) -> None:
+    account = f"system:serviceaccount:{release_namespace}:{RELEASE}"
+
+    def can(verb: str, resource: str, *extra: str) -> bool:
+        done = kubectl("auth", "can-i", verb, resource, f"--as={account}", *extra, check=False)
+        return done.stdout.strip() == "yes"
+
+    for verb, resource in [
+        ("list", "tfjobs.tfjob.dev"),
+        ("watch", "tfjobs.tfjob.dev"),
+        ("delete", "tfjobs.tfjob.dev"),
+        ("patch", "tfjobs.tfjob.dev/status"),
+        ("create", "pods"),
+        ("delete", "pods"),
+        ("watch", "services"),
+        ("create", "events"),
+    ]:
+        assert can(verb, resource, "-A"), f"the operator needs {verb} {resource}"
+    for verb, resource in [
+        ("update", "pods"),
+        ("patch", "pods"),
+        ("get", "secrets"),
+        ("patch", "tfjobs.tfjob.dev"),
+        ("update", "tfjobs.tfjob.dev"),
+        ("create", "deployments.apps"),
+        ("list", "nodes"),
+        ("create", "pods/exec"),
+    ]:
+        assert not can(verb, resource, "-A"), f"the operator must not be granted {verb} {resource}"
+
+
+def test_helm_upgrade_with_changed_values_rolls_the_operator(
+    helm: Helm, kubectl: Any, release_namespace: str
+) -> None:
+    before = _operator_pod(kubectl, release_namespace)["metadata"]["uid"]
+    helm(
+        "upgrade",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        release_namespace,
+        "--reuse-values",
+        "--set",
+        "clusterDomain=cluster.local",
+        "--set",
+        "resources.limits.memory=384Mi",
+        "--wait",
+        "--timeout=120s",
+    )
+    deadline = time.monotonic() + 60
+    pod = _operator_pod(kubectl, release_namespace)
+    while pod["metadata"]["uid"] == before:
+        assert time.monotonic() < deadline, "the upgrade did not replace the operator pod"
+        time.sleep(0.5)
+        pod = _operator_pod(kubectl, release_namespace)
+    container = pod["spec"]["containers"][0]
+    assert "--cluster-domain=cluster.local" in container["args"]
+    assert container["resources"]["limits"]["memory"] == "384Mi"
+    assert "revision: 2" in helm("status", RELEASE, "--namespace", release_namespace).stdout
+
+
+def test_helm_uninstall_removes_the_operator_and_keeps_the_crd(
+    helm: Helm, kubectl: Any, release_namespace: str
+) -> None:
+    helm("uninstall", RELEASE, "--namespace", release_namespace, "--wait", "--timeout=120s")
+    for kind in ("deployment", "serviceaccount", "service"):
+        left = kubectl("get", kind, "-n", release_namespace, "-o", "name").stdout
+        assert RELEASE not in left, f"{kind} left behind: {left}"
+    assert kubectl("get", "clusterrole", RELEASE, check=False).returncode != 0
+    assert kubectl("get", "crd", "tfjobs.tfjob.dev").returncode == 0
+
+
+def _operator_pod(kubectl: Any, namespace: str) -> dict[str, Any]:
+    """The running, not terminating, operator pod of the release."""
+    deadline = time.monotonic() + 90
+    while True:
+        pods = json.loads(
+            kubectl(
+                "get",
+                "pods",
+                "-n",
+                namespace,
+                "-l",
+                "app.kubernetes.io/name=tfjob-operator",
+                "-o",
+                "json",
+            ).stdout
+        )["items"]
+        running = [
+            p
+            for p in pods
+            if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        ]
+        if len(running) == 1:
+            return dict(running[0])
+        assert time.monotonic() < deadline, f"no single running operator pod: {pods}"
+        time.sleep(0.5)

@@ -1,0 +1,23 @@
+"""Files generated from one source stay in sync with it: the kustomize install (from the
+Helm chart) and the examples (from `tfjob-operator new`). The CRD's own drift test is in
+test_crd_generation.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("generator", ["hack/gen_manifests.py", "hack/gen_examples.py"])
+def test_generated_files_are_up_to_date(generator: str) -> None:
+    done = subprocess.run(
+        [sys.executable, generator, "--check"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, f"{generator} --check: {done.stderr}"
