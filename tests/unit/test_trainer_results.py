@@ -89,6 +89,11 @@ ROOT_ERRORS = """2 root error(s) found.
         (COLLECTIVE_ABORT, "Collective ops is aborted by: recvmsg:Connection reset by peer"),
         (ROOT_ERRORS, "(0) UNAVAILABLE: failed to connect to all addresses"),
         ("plain message", "plain message"),
+        (
+            "{{function_node __wrapped__CollectiveReduceV2_device_/job:worker/replica:0}} "
+            "Collective ops is aborted by: Error reported from /job:worker/task:1",
+            "Collective ops is aborted by: Error reported from /job:worker/task:1",
+        ),
         ("  only indented\n  lines", "only indented lines"),
     ],
 )

@@ -1,0 +1,200 @@
+"""Run `tfjob-train` tasks as real processes on 127.0.0.1, the way the operator would.
+
+Each task gets the TF_CONFIG the operator renders (the evaluator alone also lists
+itself), its own process group and log file. Processes are reaped with `os.wait4`, so
+each one's peak RSS is known; `stop_all` kills whatever is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tfjob_trainer.results import parse_results
+
+TRAIN = str(Path(sys.executable).with_name("tfjob-train"))
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def tf_config(cluster: dict[str, list[str]], task_type: str, index: int) -> str:
+    visible = {kind: hosts for kind, hosts in cluster.items() if kind != "evaluator"}
+    if task_type == "evaluator":
+        visible["evaluator"] = cluster["evaluator"]
+    return json.dumps(
+        {
+            "cluster": visible,
+            "task": {"type": task_type, "index": index},
+            "environment": "cloud",
+        }
+    )
+
+
+@dataclass
+class Task:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    started: float
+    returncode: int | None = None
+    peak_rss_mb: float | None = None
+    seconds: float | None = None
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def results(self) -> list[dict[str, Any]]:
+        return parse_results(self.log.splitlines())
+
+    def signal(self, signum: int) -> None:
+        if self.returncode is None:
+            os.kill(self.process.pid, signum)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
+            if pid:
+                self._reaped(status, usage)
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.name} still running after {timeout:g} s\n{self.tail()}")
+            time.sleep(0.1)
+        assert self.returncode is not None
+        return self.returncode
+
+    def wait_for_line(self, needle: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while needle not in self.log:
+            if self.poll() is not None:
+                raise AssertionError(f"{self.name} exited {self.returncode}\n{self.tail()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.name}: no {needle!r} in {timeout:g} s\n{self.tail()}")
+            time.sleep(0.1)
+
+    def tail(self, lines: int = 40) -> str:
+        return f"--- {self.name} log (last {lines} lines) ---\n" + "\n".join(
+            self.log.splitlines()[-lines:]
+        )
+
+    def kill_group(self) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.wait(30)
+
+    def _reaped(self, status: int, usage: Any) -> None:
+        self.returncode = os.waitstatus_to_exitcode(status)
+        self.process.returncode = self.returncode
+        self.peak_rss_mb = usage.ru_maxrss / 1024
+        self.seconds = time.monotonic() - self.started
+
+
+@dataclass
+class LocalJob:
+    """The tasks of one TFJob: a cluster layout, shared flags and a work directory."""
+
+    workdir: Path
+    counts: dict[str, int]
+    args: list[str]
+    cluster: dict[str, list[str]] = field(init=False)
+    tasks: dict[str, Task] = field(default_factory=dict)
+    finished: list[Task] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        ports = iter(free_ports(sum(self.counts.values())))
+        self.cluster = {
+            kind: [f"127.0.0.1:{next(ports)}" for _ in range(count)]
+            for kind, count in self.counts.items()
+        }
+        self.workdir.mkdir(parents=True, exist_ok=True)
+
+    def start(self, task_type: str, index: int = 0, extra: list[str] | None = None) -> Task:
+        name = f"{task_type}-{index}"
+        previous = self.tasks.get(name)
+        if previous is not None:
+            assert previous.poll() is not None, f"{name} is still running"
+            self.finished.append(previous)
+        attempt = sum(task.name == name for task in self.finished)
+        log_path = self.workdir / f"{name}.{attempt}.log"
+        scratch = self.scratch_dir(name)
+        scratch.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "TF_CONFIG": tf_config(self.cluster, task_type, index),
+            "PYTHONUNBUFFERED": "1",
+            "TMPDIR": str(scratch),
+        }
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                [TRAIN, *self.args, *(extra or [])],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self.workdir,
+                start_new_session=True,
+            )
+        task = Task(name=name, process=process, log_path=log_path, started=time.monotonic())
+        self.tasks[name] = task
+        return task
+
+    def scratch_dir(self, name: str) -> Path:
+        """The task's TMPDIR: where a non-chief writes what it must then delete."""
+        return self.workdir / "tmp" / name
+
+    def start_all(self, *task_types: str) -> list[Task]:
+        return [
+            self.start(kind, index)
+            for kind in task_types or self.counts
+            for index in range(self.counts[kind])
+        ]
+
+    def stop_all(self) -> None:
+        for task in self.tasks.values():
+            task.kill_group()
+
+    def all_tasks(self) -> list[Task]:
+        return [*self.finished, *self.tasks.values()]
+
+
+JobFactory = Callable[[str, dict[str, int], list[str]], LocalJob]
+"""The `local_jobs` fixture: (name, task counts, flags) -> LocalJob."""
+
+REPORT: list[str] = []
+"""Lines for the "trainer runs" section that conftest prints at the end."""
+
+
+def record_run(title: str, job: LocalJob, started: float) -> None:
+    """Report one run (processes started together) of a job: wall time, exit, peak RSS."""
+    REPORT.append(f"{title}: {time.monotonic() - started:.1f} s")
+    for task in job.all_tasks():
+        if task.started >= started and task.returncode is not None:
+            REPORT.append(
+                f"    {task.log_path.name:<18} exit {task.returncode:>4}  "
+                f"{task.seconds:6.1f} s  peak RSS {task.peak_rss_mb:5.0f} MB"
+            )
