@@ -209,3 +209,23 @@ def test_tf_config_task_index_per_replica() -> None:
         tf_config("mnist", "ml", parsed, r, None)["task"]["index"] for r in parsed.replicas()
     ]
     assert indexes == [0, 1, 2]
+
+
+def test_identity_variables_come_first_and_the_template_may_override_them() -> None:
+    env = [{"name": "TFJOB_NAME", "value": "mine"}, {"name": "DIR", "value": "/x/$(TFJOB_UID)"}]
+    spec = {"tfReplicaSpecs": {"Worker": replica_spec(2, env=env)}}
+    pod = render_pod(JOB, parse_spec(JOB.name, spec), replica("worker-1"), 0)
+    names = [e["name"] for e in pod["spec"]["containers"][0]["env"]]
+    assert names == [
+        "TFJOB_NAMESPACE",
+        "TFJOB_UID",
+        "TFJOB_REPLICA_TYPE",
+        "TFJOB_REPLICA_INDEX",
+        "TFJOB_NAME",
+        "DIR",
+        "TF_CONFIG",
+    ]
+    values = env_of(pod)
+    assert values["TFJOB_UID"] == "uid-1"
+    assert values["TFJOB_NAME"] == "mine"
+    assert values["TFJOB_REPLICA_INDEX"] == "1"

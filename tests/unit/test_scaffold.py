@@ -31,9 +31,9 @@ def test_mwms_has_workers_only() -> None:
     assert document["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 3}
     assert container(document, "Worker")["args"] == [
         "--model-dir",
-        "/shared/mnist/model",
+        "/shared/$(TFJOB_NAMESPACE)/$(TFJOB_NAME)-$(TFJOB_UID)/model",
         "--checkpoint-dir",
-        "/shared/mnist/checkpoints",
+        "/shared/$(TFJOB_NAMESPACE)/$(TFJOB_NAME)-$(TFJOB_UID)/checkpoints",
     ]
 
 

@@ -97,7 +97,7 @@ def render_pod(
     port = tensorflow_port(replica_spec.template)
     for container in pod_spec.get("containers") or []:
         if container.get("name") == CONTAINER_NAME:
-            _prepare_tensorflow_container(container, config, port)
+            _prepare_tensorflow_container(container, config, port, job_environment(job, replica))
     if _requests_gpu(pod_spec) and not _tolerates_gpu(pod_spec):
         pod_spec.setdefault("tolerations", []).append(
             {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
@@ -133,14 +133,39 @@ def render_service(job: JobRef, spec: JobSpec, replica: Replica) -> dict[str, An
     }
 
 
+def job_environment(job: JobRef, replica: Replica) -> dict[str, str]:
+    """Variables that identify the job and replica, usable as `$(TFJOB_UID)` in args.
+
+    The uid tells one run of a job from the next one of the same name, e.g. to keep
+    their checkpoint directories apart.
+    """
+    return {
+        "TFJOB_NAME": job.name,
+        "TFJOB_NAMESPACE": job.namespace,
+        "TFJOB_UID": job.uid,
+        "TFJOB_REPLICA_TYPE": replica.type.label,
+        "TFJOB_REPLICA_INDEX": str(replica.index),
+    }
+
+
 def _prepare_tensorflow_container(
-    container: dict[str, Any], config: Mapping[str, Any] | None, port: int
+    container: dict[str, Any],
+    config: Mapping[str, Any] | None,
+    port: int,
+    identity: Mapping[str, str],
 ) -> None:
-    env = [e for e in container.get("env") or [] if e.get("name") != "TF_CONFIG"]
+    """Adds TF_CONFIG (replacing any the template set) and the identity variables.
+
+    The identity variables come first so that the template's own variables may refer to
+    them with `$(NAME)` and may override them.
+    """
+    own = [e for e in container.get("env") or [] if e.get("name") != "TF_CONFIG"]
+    names = {e.get("name") for e in own}
+    env = [{"name": k, "value": v} for k, v in identity.items() if k not in names]
+    env += own
     if config is not None:
         env.append({"name": "TF_CONFIG", "value": json.dumps(config, separators=(",", ":"))})
-    if env:
-        container["env"] = env
+    container["env"] = env
     ports = container.setdefault("ports", [])
     if not any(p.get("name") == PORT_NAME for p in ports):
         ports.append({"name": PORT_NAME, "containerPort": port, "protocol": "TCP"})

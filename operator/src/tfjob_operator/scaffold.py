@@ -151,7 +151,9 @@ def _replicas(choices: Choices) -> list[dict[str, Any]]:
 def _args(choices: Choices) -> list[str]:
     if choices.args is not None:
         return [*choices.args, *choices.extra_args]
-    base = f"/shared/{choices.name}"
+    # $(TFJOB_UID) (set by the operator) keeps each run of the job in its own directory:
+    # a rerun must not resume from the checkpoints of the run before.
+    base = "/shared/$(TFJOB_NAMESPACE)/$(TFJOB_NAME)-$(TFJOB_UID)"
     return [
         "--model-dir",
         f"{base}/model",
