@@ -4,7 +4,7 @@
 # version. What is already built is skipped; each binary is written to a temporary
 # name and renamed when complete, so an interrupted build leaves nothing half-made.
 #
-#   hack/build-binaries.sh [kubernetes|etcd|helm|kwok|all]   (default: kubernetes etcd helm)
+#   hack/build-binaries.sh [kubernetes|etcd|helm|kwok|kind|all]   (default: kubernetes etcd helm)
 #   hack/build-binaries.sh --print-dir TOOL                  prints where TOOL's binaries live
 #
 # TFJOB_CACHE overrides the cache root (default: ~/.cache/tfjob-operator).
@@ -23,6 +23,7 @@ tool_dir() {
     etcd) echo "$cache/bin/etcd-$ETCD_VERSION" ;;
     helm) echo "$cache/bin/helm-$HELM_VERSION" ;;
     kwok) echo "$cache/bin/kwok-$KWOK_VERSION" ;;
+    kind) echo "$cache/bin/kind-$KIND_VERSION" ;;
     *) echo "unknown tool: $1" >&2; return 2 ;;
   esac
 }
@@ -158,6 +159,17 @@ build_kwok() {
   log "kwok $KWOK_VERSION: built into $dir"
 }
 
+build_kind() {
+  local dir scratch
+  dir=$(tool_dir kind)
+  if all_present "$dir" kind; then log "kind $KIND_VERSION: present in $dir"; return; fi
+  log "kind $KIND_VERSION: building (it needs a container engine to create clusters)"
+  scratch=$(mktemp -d "$cache/bin/.kind-build.XXXXXX")
+  run_logged kind env GOBIN="$scratch" go install -v -trimpath -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION"
+  install_from "$scratch" "$dir" kind
+  log "kind $KIND_VERSION: built into $dir"
+}
+
 if [ "${1:-}" = "--print-dir" ]; then
   tool_dir "${2:?--print-dir needs a tool name}"
   exit 0
@@ -172,11 +184,11 @@ rm -rf "$cache"/bin/.*-build.* 2>/dev/null || true
 
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(kubernetes etcd helm)
-[ "${tools[0]}" = all ] && tools=(kubernetes etcd helm kwok)
+[ "${tools[0]}" = all ] && tools=(kubernetes etcd helm kwok kind)
 for tool in "${tools[@]}"; do
   case "$tool" in
-    kubernetes | etcd | helm | kwok) "build_$tool" ;;
-    *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, helm, kwok, all)" >&2; exit 2 ;;
+    kubernetes | etcd | helm | kwok | kind) "build_$tool" ;;
+    *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, helm, kwok, kind, all)" >&2; exit 2 ;;
   esac
 done
 for tool in "${tools[@]}"; do printf '%-10s %s\n' "$tool" "$(tool_dir "$tool")"; done

@@ -1,0 +1,154 @@
+"""Where the Go-built tools live: the layout hack/build-binaries.sh writes.
+
+The pinned versions come from hack/versions.env; the cache root is `$TFJOB_CACHE`
+(default `~/.cache/tfjob-operator`, honouring `$XDG_CACHE_HOME`), with one directory
+per tool and version: `<cache>/bin/<tool>-<version>/`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+VERSIONS_ENV = Path(__file__).resolve().parents[3] / "versions.env"
+
+# Tool directory name -> (versions.env key, binaries it holds).
+_TOOLS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "kubernetes": (
+        "KUBERNETES_VERSION",
+        ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
+    ),
+    "etcd": ("ETCD_VERSION", ("etcd",)),
+    "helm": ("HELM_VERSION", ("helm",)),
+    "kwok": ("KWOK_VERSION", ("kwok",)),
+    "kind": ("KIND_VERSION", ("kind",)),
+}
+# Tools `make binaries` does not build, each with the command that does.
+_BUILT_SEPARATELY = {
+    "kwok": "hack/build-binaries.sh kwok",
+    "kind": "hack/build-binaries.sh kind",
+}
+
+
+class MissingBinaryError(RuntimeError):
+    """A pinned binary has not been built into the cache yet."""
+
+
+def parse_versions(text: str) -> dict[str, str]:
+    """Parses versions.env: `KEY=value` lines, `#` comments and blank lines."""
+    versions: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"versions.env line {number} is not KEY=value: {raw!r}")
+        versions[key.strip()] = value.strip()
+    return versions
+
+
+def read_versions(path: Path = VERSIONS_ENV) -> dict[str, str]:
+    try:
+        return parse_versions(path.read_text())
+    except FileNotFoundError:
+        raise MissingBinaryError(
+            f"{path} not found: tfjob_localcluster must run from the tfjob-operator checkout"
+        ) from None
+
+
+def cache_root() -> Path:
+    if explicit := os.environ.get("TFJOB_CACHE"):
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "tfjob-operator"
+
+
+def tool_dir(tool: str, versions: dict[str, str] | None = None, cache: Path | None = None) -> Path:
+    """The directory hack/build-binaries.sh builds `tool` into (`--print-dir tool`)."""
+    if tool not in _TOOLS:
+        raise ValueError(f"unknown tool {tool!r}; known: {', '.join(_TOOLS)}")
+    key = _TOOLS[tool][0]
+    versions = read_versions() if versions is None else versions
+    if key not in versions:
+        raise MissingBinaryError(f"{key} is missing from {VERSIONS_ENV}")
+    return (cache or cache_root()) / "bin" / f"{tool}-{versions[key]}"
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Paths of the pinned binaries; each attribute checks that its file exists."""
+
+    versions: dict[str, str]
+    cache: Path
+
+    def path(self, binary: str) -> Path:
+        for tool, (key, names) in _TOOLS.items():
+            if binary in names:
+                found = tool_dir(tool, self.versions, self.cache) / binary
+                if not os.access(found, os.X_OK):
+                    build = _BUILT_SEPARATELY.get(tool, "make binaries")
+                    raise MissingBinaryError(
+                        f"{binary} {self.versions.get(key, '?')} is not built (expected {found}); "
+                        f"run `{build}` in the repository root"
+                    )
+                return found
+        raise ValueError(f"unknown binary {binary!r}")
+
+    @property
+    def kube_apiserver(self) -> Path:
+        return self.path("kube-apiserver")
+
+    @property
+    def kube_controller_manager(self) -> Path:
+        return self.path("kube-controller-manager")
+
+    @property
+    def kube_scheduler(self) -> Path:
+        return self.path("kube-scheduler")
+
+    @property
+    def kubectl(self) -> Path:
+        return self.path("kubectl")
+
+    @property
+    def etcd(self) -> Path:
+        return self.path("etcd")
+
+    @property
+    def helm(self) -> Path:
+        return self.path("helm")
+
+    @property
+    def kwok(self) -> Path:
+        return self.path("kwok")
+
+    @property
+    def kind(self) -> Path:
+        return self.path("kind")
+
+    @property
+    def kubernetes_version(self) -> str:
+        return self.versions["KUBERNETES_VERSION"]
+
+    def require(self, *binaries: str) -> None:
+        """Raises MissingBinaryError naming every missing binary at once."""
+        problems = []
+        for binary in binaries:
+            try:
+                self.path(binary)
+            except MissingBinaryError as missing:
+                problems.append(str(missing))
+        if problems:
+            raise MissingBinaryError("\n".join(problems))
+
+
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
+def locate(*required: str) -> Binaries:
+    """The pinned binaries; checks `required` (default: the control plane and kubectl)."""
+    binaries = Binaries(read_versions(), cache_root())
+    binaries.require(*(required or CONTROL_PLANE))
+    return binaries

@@ -1,0 +1,168 @@
+"""The exec shim: becomes a pod's container process inside the pod's namespaces.
+
+    python -m tfjob_localcluster.podexec <spec.json>
+
+Enters the pod's network namespace (or, for exec probes and hooks, every namespace of
+a running container), makes a private mount namespace with the pod's files and
+volumes bind-mounted, sets hostname, uid and gid, arranges to die with the node, and
+execs the container's command: the pid the node started *is* the container process.
+
+Failures before exec are written as JSON ({"reason", "message"}) to the inherited
+`error_fd` (closed on exec, so the node reads EOF when the exec succeeded).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import pwd
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY = 1
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+PR_SET_PDEATHSIG = 1
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class ShimError(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise ShimError("StartError", f"{what}: {os.strerror(errno)}")
+
+
+def _setns(path: str, nstype: int) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        _check(_libc.setns(fd, nstype), f"setns {path}")
+    finally:
+        os.close(fd)
+
+
+def _mount(source: str | None, target: str, flags: int) -> None:
+    _check(
+        _libc.mount(
+            source.encode() if source else None, target.encode(), None, ctypes.c_ulong(flags), None
+        ),
+        f"mount {source} on {target}",
+    )
+
+
+def _prepare_target(source: str, target: str) -> None:
+    """A mount point of the source's kind (a container runtime creates these too)."""
+    path = Path(target)
+    if Path(source).is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+    elif not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+
+
+def enter_namespaces(spec: dict[str, Any]) -> None:
+    if join := spec.get("join_pid"):
+        # An exec probe or hook: the running container's network, hostname and files.
+        for kind, flag in (("net", CLONE_NEWNET), ("uts", CLONE_NEWUTS), ("mnt", CLONE_NEWNS)):
+            _setns(f"/proc/{join}/ns/{kind}", flag)
+        return
+    if netns := spec.get("netns"):
+        _setns(netns, CLONE_NEWNET)
+    hostname = spec.get("hostname")
+    _check(_libc.unshare(CLONE_NEWNS | (CLONE_NEWUTS if hostname else 0)), "unshare")
+    # Nothing mounted from here on may propagate back to the host.
+    _mount(None, "/", MS_REC | MS_PRIVATE)
+    if hostname:
+        name = hostname.encode()
+        _check(_libc.sethostname(name, len(name)), "sethostname")
+    for mount in sorted(spec.get("mounts", []), key=lambda m: m["target"].count("/")):
+        source, target = mount["source"], mount["target"]
+        if not os.path.exists(source):
+            raise ShimError("StartError", f"mount source {source} does not exist")
+        _prepare_target(source, target)
+        _mount(source, target, MS_BIND | MS_REC)
+        if mount.get("read_only"):
+            _mount(None, target, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
+
+
+def drop_privileges(spec: dict[str, Any]) -> None:
+    uid, gid = spec.get("uid"), spec.get("gid")
+    if uid is None and gid is None and not spec.get("groups"):
+        return
+    if gid is None and uid is not None:
+        try:
+            gid = pwd.getpwuid(uid).pw_gid
+        except KeyError:
+            gid = 0
+    try:
+        os.setgroups(sorted({g for g in spec.get("groups", []) if g is not None}))
+        if gid is not None:
+            os.setgid(gid)
+        if uid is not None:
+            os.setuid(uid)
+    except OSError as error:
+        raise ShimError("StartError", f"set uid {uid} gid {gid}: {error}") from None
+
+
+def die_with_parent(parent_pid: int) -> None:
+    # After setuid: changing credentials clears the parent-death signal.
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+    if os.getppid() != parent_pid:
+        raise ShimError("StartError", "the node exited while the container was starting")
+
+
+def run(spec: dict[str, Any]) -> None:
+    cwd = spec["cwd"]
+    enter_namespaces(spec)
+    if not spec.get("join_pid"):
+        # Like runc: create the working directory when the image does not have it.
+        Path(cwd).mkdir(parents=True, exist_ok=True)
+    drop_privileges(spec)
+    die_with_parent(spec["parent_pid"])
+    try:
+        os.chdir(cwd)
+    except OSError as error:
+        raise ShimError("StartError", f"chdir to {cwd}: {error.strerror}") from None
+    argv, env = spec["argv"], spec["env"]
+    try:
+        os.execvpe(argv[0], argv, env)
+    except FileNotFoundError:
+        raise ShimError(
+            "StartError", f'exec: "{argv[0]}": executable file not found in $PATH'
+        ) from None
+    except OSError as error:
+        raise ShimError("StartError", f'exec: "{argv[0]}": {error.strerror}') from None
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    error_fd = spec.get("error_fd")
+    if error_fd is not None:
+        os.set_inheritable(error_fd, False)
+    try:
+        run(spec)
+    except ShimError as error:
+        report = json.dumps({"reason": error.reason, "message": str(error)}).encode()
+        if error_fd is not None:
+            os.write(error_fd, report)
+        else:
+            sys.stderr.write(report.decode() + "\n")
+        os._exit(128)
+
+
+if __name__ == "__main__":
+    main()

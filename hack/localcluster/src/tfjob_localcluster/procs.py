@@ -1,0 +1,196 @@
+"""Child processes that cannot outlive their parent.
+
+Every component runs in a process group of its own (so stopping it stops anything it
+forked) with PR_SET_PDEATHSIG=SIGKILL (so it dies with the process that started it,
+even when that process is SIGKILLed). The death signal is bound to the *thread* that
+forked: start components from a long-lived thread (normally the main thread).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
+    """Asks the kernel to send `sig` to this process when its parent thread exits."""
+    if _libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"prctl(PR_SET_PDEATHSIG): {os.strerror(errno)}")
+
+
+def _die_with_parent(parent: int) -> None:
+    set_parent_death_signal()
+    # The parent may have died between fork and prctl: then nobody would signal us.
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """A pid plus its start time, so a recycled pid is never mistaken for ours."""
+
+    pid: int
+    start_ticks: int
+
+    @classmethod
+    def of(cls, pid: int) -> ProcessIdentity | None:
+        stat = _stat(pid)
+        return None if stat is None else cls(pid, stat.start_ticks)
+
+    def alive(self) -> bool:
+        stat = _stat(self.pid)
+        return stat is not None and stat.start_ticks == self.start_ticks
+
+    def group_members(self, table: list[ProcessEntry] | None = None) -> list[int]:
+        """Live processes of the group this process leads (even after the leader died).
+
+        Members started before the leader cannot belong to its group, which keeps a
+        recycled group id from matching once the leader is long gone. `table` is a
+        snapshot from process_table(), to share one /proc scan between many checks.
+        """
+        return [
+            entry.pid
+            for entry in (process_table() if table is None else table)
+            if entry.pgid == self.pid and entry.start_ticks >= self.start_ticks
+        ]
+
+    def kill_group(self, sig: int = signal.SIGKILL) -> None:
+        for pid in self.group_members():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+
+@dataclass(frozen=True)
+class ProcessEntry:
+    pid: int
+    pgid: int
+    start_ticks: int
+
+
+def process_table() -> list[ProcessEntry]:
+    """Every live process (zombies excluded) with its group and start time."""
+    table = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            stat = _stat(int(entry.name))
+            if stat is not None:
+                table.append(ProcessEntry(int(entry.name), stat.pgid, stat.start_ticks))
+    return table
+
+
+@dataclass(frozen=True)
+class _Stat:
+    pgid: int
+    start_ticks: int
+
+
+def _stat(pid: int) -> _Stat | None:
+    """pgrp and start time (fields 5 and 22 of /proc/<pid>/stat); None if gone or a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return _Stat(pgid=int(fields[2]), start_ticks=int(fields[19]))
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        with path.open("rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 64 * 1024))
+            text = log.read().decode(errors="replace")
+    except FileNotFoundError:
+        return f"(no log at {path})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class ManagedProcess:
+    """One component: started in its own process group, output appended to `log_path`."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.env = dict(env) if env is not None else None
+        self.cwd = cwd
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.identity: ProcessIdentity | None = None
+
+    def start(self) -> ProcessIdentity:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        parent = os.getpid()
+        with self.log_path.open("ab") as log:
+            log.write(f"==> {time.strftime('%H:%M:%S')} starting {self.argv}\n".encode())
+            log.flush()
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.cwd,
+                start_new_session=True,
+                preexec_fn=lambda: _die_with_parent(parent),
+            )
+        identity = ProcessIdentity.of(self.popen.pid)
+        if identity is None:
+            self.popen.wait()
+            raise RuntimeError(f"{self.name} exited at once; log:\n{tail(self.log_path)}")
+        self.identity = identity
+        return identity
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen else None
+
+    def running(self) -> bool:
+        """Whether the leader still runs; never reaps it, so its pid (and group) stay ours."""
+        if self.popen is None or self.popen.returncode is not None:
+            return False
+        try:
+            return os.waitid(os.P_PID, self.popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+        except ChildProcessError:
+            return False
+
+    def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM to the group, SIGKILL to the group after `grace` seconds; then reaps.
+
+        The leader is reaped only after the group is killed: until then its pid cannot
+        be recycled, so the group id still names our processes.
+        """
+        if self.popen is None or self.popen.returncode is not None:
+            return
+        if self.running():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while self.running() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait()
+
+    def tail(self, lines: int = 40) -> str:
+        return tail(self.log_path, lines)

@@ -1,0 +1,174 @@
+"""Pytest fixtures for tests that need the local cluster.
+
+Load it from `tests/conftest.py` with `pytest_plugins = ["tfjob_localcluster.pytest_plugin"]`.
+
+- `local_cluster` (session): a LocalCluster, started the first time a test asks for it
+  and stopped at the end of the session. Its state dir (component logs under
+  `logs/`, pod logs under `node/pods/`) is under /tmp; it is removed after a passing
+  session and kept, with its path printed, when a test failed.
+- `kubeconfig` (session): the admin kubeconfig path, as a string.
+- `kubectl` (session): `kubectl("get", "pods", "-n", ns)` runs the pinned kubectl with
+  that kubeconfig and returns the CompletedProcess (text); raises KubectlError with
+  stderr on a non-zero exit unless `check=False`.
+- `k8s_client` (session): a `kubernetes.client.ApiClient`; `core_v1`: a CoreV1Api.
+- `namespace` (function): a fresh namespace (its default ServiceAccount exists),
+  deleted after the test without waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tfjob_localcluster.cluster import LocalCluster
+
+log = logging.getLogger("tfjob_localcluster")
+
+_STATE_DIR_KEY = pytest.StashKey[Path]()
+_FAILED_KEY = pytest.StashKey[bool]()
+NAMESPACE_LABEL = "tfjob.dev/test-namespace"
+
+
+class KubectlError(subprocess.CalledProcessError):
+    def __str__(self) -> str:
+        return f"{super().__str__()}\nstderr: {self.stderr}\nstdout: {self.output}"
+
+
+class Kubectl:
+    """Runs the pinned kubectl against one cluster."""
+
+    def __init__(self, path: Path, kubeconfig: Path) -> None:
+        self.path = path
+        self.kubeconfig = kubeconfig
+
+    def __call__(
+        self, *args: str, check: bool = True, input: str | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        argv = [str(self.path), f"--kubeconfig={self.kubeconfig}", *args]
+        done = subprocess.run(
+            argv, input=input, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and done.returncode != 0:
+            raise KubectlError(done.returncode, argv, done.stdout, done.stderr)
+        return done
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_FAILED_KEY] = False
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.failed:
+        item.config.stash[_FAILED_KEY] = True
+        state_dir = item.config.stash.get(_STATE_DIR_KEY, None)
+        if state_dir is not None:
+            report.sections.append(
+                (
+                    "tfjob-localcluster",
+                    f"cluster state dir: {state_dir}\n"
+                    f"component logs: {state_dir}/logs/\npod logs: {state_dir}/node/pods/",
+                )
+            )
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    state_dir = config.stash.get(_STATE_DIR_KEY, None)
+    if state_dir is not None and state_dir.exists():
+        terminalreporter.write_line(
+            f"tfjob-localcluster: state dir kept for inspection: {state_dir} "
+            f"(component logs in {state_dir}/logs/)"
+        )
+
+
+@pytest.fixture(scope="session")
+def local_cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
+    state_dir = Path(tempfile.mkdtemp(prefix="tfjob-localcluster-pytest-", dir="/tmp"))
+    request.config.stash[_STATE_DIR_KEY] = state_dir
+    cluster = LocalCluster(state_dir, say=log.info)
+    try:
+        cluster.start()
+    except Exception as error:
+        request.config.stash[_FAILED_KEY] = True
+        raise RuntimeError(
+            f"the local cluster did not start (logs in {state_dir}/logs/): {error}"
+        ) from error
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        if not request.config.stash[_FAILED_KEY]:
+            shutil.rmtree(state_dir, ignore_errors=True)
+            del request.config.stash[_STATE_DIR_KEY]
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(local_cluster: LocalCluster) -> str:
+    return str(local_cluster.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def kubectl(local_cluster: LocalCluster) -> Kubectl:
+    return Kubectl(local_cluster.kubectl, local_cluster.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def k8s_client(kubeconfig: str) -> Iterator[Any]:
+    from kubernetes import config  # type: ignore[import-untyped]
+
+    client = config.new_client_from_config(config_file=kubeconfig)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="session")
+def core_v1(k8s_client: Any) -> Any:
+    from kubernetes import client
+
+    return client.CoreV1Api(k8s_client)
+
+
+def namespace_name(test_name: str) -> str:
+    """A valid, unique namespace name derived from the test's name."""
+    slug = re.sub(r"[^a-z0-9]+", "-", test_name.lower()).strip("-")[:40].rstrip("-")
+    return f"{slug or 'test'}-{secrets.token_hex(3)}"
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, core_v1: Any) -> Iterator[str]:
+    from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
+
+    name = namespace_name(request.node.name)
+    core_v1.create_namespace({"metadata": {"name": name, "labels": {NAMESPACE_LABEL: "true"}}})
+    # Pods are rejected until the service account controller made `default`.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            core_v1.read_namespaced_service_account("default", name)
+            break
+        except ApiException as error:
+            if error.status != 404 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    try:
+        yield name
+    finally:
+        try:
+            core_v1.delete_namespace(name, propagation_policy="Background")
+        except ApiException as error:
+            if error.status != 404:
+                raise

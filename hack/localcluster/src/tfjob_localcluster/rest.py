@@ -1,0 +1,79 @@
+"""A minimal blocking HTTPS client for the launcher: readiness probes and bootstrap objects.
+
+The launcher runs before any Kubernetes client is configured and must not depend on
+one; it only needs a handful of JSON requests authenticated by a client certificate.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tfjob_localcluster.pki import KeyPair
+
+
+class RestError(RuntimeError):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+def tls_context(ca_cert: Path, client: KeyPair | None = None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(ca_cert))
+    if client is not None:
+        context.load_cert_chain(str(client.cert), str(client.key))
+    return context
+
+
+class Rest:
+    def __init__(self, server: str, context: ssl.SSLContext) -> None:
+        self.server = server.rstrip("/")
+        self.context = context
+
+    def request(
+        self, method: str, path: str, body: dict[str, Any] | None = None, timeout: float = 10
+    ) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.server + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=timeout) as reply:
+                text = reply.read().decode()
+        except urllib.error.HTTPError as error:
+            raise RestError(error.code, error.read().decode(errors="replace")) from None
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return text
+
+    def ok(self, path: str, timeout: float = 2) -> bool:
+        """Whether GET `path` answers 200 (any connection problem counts as not ready)."""
+        try:
+            self.request("GET", path, timeout=timeout)
+        except (RestError, OSError):
+            return False
+        return True
+
+    def create_or_replace(self, collection: str, body: dict[str, Any]) -> None:
+        """POST to `collection`; on AlreadyExists, PUT over the existing object."""
+        try:
+            self.request("POST", collection, body)
+        except RestError as error:
+            if error.status != 409:
+                raise
+            name = body["metadata"]["name"]
+            current = self.request("GET", f"{collection}/{name}")
+            body = {**body, "metadata": {**body["metadata"], **_version(current)}}
+            self.request("PUT", f"{collection}/{name}", body)
+
+
+def _version(current: dict[str, Any]) -> dict[str, str]:
+    return {"resourceVersion": current["metadata"]["resourceVersion"]}

@@ -1,0 +1,159 @@
+"""Helpers for tests against the local cluster: pods built as data, waits on their state.
+
+Reads go through the sync `kubernetes` client with `_preload_content=False`, so tests
+see objects exactly as the API serves them (dicts, camelCase keys).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+Obj = dict[str, Any]
+
+
+def container(name: str, command: list[str], **extra: Any) -> Obj:
+    return {"name": name, "image": "busybox", "command": command, **extra}
+
+
+def pod_manifest(
+    name: str,
+    command: list[str] | None = None,
+    *,
+    restart_policy: str = "Never",
+    containers: list[Obj] | None = None,
+    labels: dict[str, str] | None = None,
+    **spec: Any,
+) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {
+            "restartPolicy": restart_policy,
+            "terminationGracePeriodSeconds": 5,
+            "containers": containers or [container("main", command or ["true"])],
+            **spec,
+        },
+    }
+
+
+def headless_service(name: str, selector: dict[str, str], port: int = 2222) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {
+            "clusterIP": "None",
+            "selector": selector,
+            "ports": [{"name": "grpc", "port": port, "targetPort": port}],
+        },
+    }
+
+
+def condition(pod: Obj, kind: str) -> Obj | None:
+    return next((c for c in pod["status"].get("conditions") or [] if c["type"] == kind), None)
+
+
+def container_status(pod: Obj, name: str = "main") -> Obj:
+    """The container's status; empty until the node has reported one."""
+    statuses = (pod["status"].get("containerStatuses") or []) + (
+        pod["status"].get("initContainerStatuses") or []
+    )
+    return next((s for s in statuses if s["name"] == name), {})
+
+
+def waiting_reason(pod: Obj, name: str = "main") -> str | None:
+    """Why the container is waiting (None when it is not, or has no status yet)."""
+    reason = container_status(pod, name).get("state", {}).get("waiting", {}).get("reason")
+    return str(reason) if reason is not None else None
+
+
+class Pods:
+    """Pods of one test namespace, read and written as dicts."""
+
+    def __init__(self, core_v1: Any, namespace: str) -> None:
+        self.core_v1 = core_v1
+        self.namespace = namespace
+
+    def create(self, manifest: Obj) -> Obj:
+        self.core_v1.create_namespaced_pod(self.namespace, manifest)
+        return manifest
+
+    def get(self, name: str) -> Obj:
+        reply = self.core_v1.read_namespaced_pod(name, self.namespace, _preload_content=False)
+        pod: Obj = json.loads(reply.data)
+        return pod
+
+    def wait(
+        self, name: str, predicate: Callable[[Obj], bool], what: str, timeout: float = 90
+    ) -> Obj:
+        deadline = time.monotonic() + timeout
+        while True:
+            pod = self.get(name)
+            if predicate(pod):
+                return pod
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"pod {self.namespace}/{name}: {what} not reached in {timeout}s; "
+                    f"status: {json.dumps(pod.get('status'), indent=1)}"
+                )
+            time.sleep(0.2)
+
+    def wait_phase(self, name: str, *phases: str, timeout: float = 90) -> Obj:
+        return self.wait(
+            name,
+            lambda pod: pod["status"].get("phase") in phases,
+            f"phase in {phases}",
+            timeout,
+        )
+
+    def wait_running(self, name: str, timeout: float = 90) -> Obj:
+        """Until every container is running and ready (the pod's Ready condition)."""
+        return self.wait(
+            name,
+            lambda pod: (condition(pod, "Ready") or {}).get("status") == "True",
+            "Ready",
+            timeout,
+        )
+
+    def log(self, name: str, container: str | None = None, previous: bool = False) -> str:
+        """The container's log, read through the API server (as `kubectl logs`)."""
+        text: str = self.core_v1.read_namespaced_pod_log(
+            name, self.namespace, container=container, previous=previous
+        )
+        return text
+
+    def wait_log(
+        self, name: str, predicate: Callable[[str], bool], what: str, timeout: float = 60
+    ) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.log(name)
+            if predicate(text):
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"pod {name}: log never showed {what}; log: {text!r}")
+            time.sleep(0.2)
+
+    def events(self, name: str) -> list[Obj]:
+        reply = self.core_v1.list_namespaced_event(
+            self.namespace,
+            field_selector=f"involvedObject.name={name}",
+            _preload_content=False,
+        )
+        items: list[Obj] = json.loads(reply.data)["items"]
+        return items
+
+    def wait_event(self, name: str, reason: str, timeout: float = 30) -> Obj:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [e for e in self.events(name) if e["reason"] == reason]
+            if found:
+                return found[0]
+            if time.monotonic() > deadline:
+                reasons = [e["reason"] for e in self.events(name)]
+                raise AssertionError(f"no {reason} event for pod {name}; events: {reasons}")
+            time.sleep(0.2)
