@@ -143,14 +143,15 @@ def test_rbac_grants_exactly_what_the_operator_uses(kubectl: Any, release_namesp
     account = f"system:serviceaccount:{release_namespace}:{RELEASE}"
 
     def can(verb: str, resource: str, *extra: str) -> bool:
-        done = kubectl("auth", "can-i", verb, resource, f"--as={account}", *extra, check=False)
+        words = resource.split()
+        done = kubectl("auth", "can-i", verb, *words, f"--as={account}", *extra, check=False)
         return done.stdout.strip() == "yes"
 
     for verb, resource in [
         ("list", "tfjobs.tfjob.dev"),
         ("watch", "tfjobs.tfjob.dev"),
         ("delete", "tfjobs.tfjob.dev"),
-        ("patch", "tfjobs.tfjob.dev/status"),
+        ("patch", "tfjobs.tfjob.dev --subresource=status"),
         ("create", "pods"),
         ("delete", "pods"),
         ("watch", "services"),
@@ -165,7 +166,8 @@ def test_rbac_grants_exactly_what_the_operator_uses(kubectl: Any, release_namesp
         ("update", "tfjobs.tfjob.dev"),
         ("create", "deployments.apps"),
         ("list", "nodes"),
-        ("create", "pods/exec"),
+        ("create", "pods --subresource=exec"),
+        ("update", "tfjobs.tfjob.dev --subresource=status"),
     ]:
         assert not can(verb, resource, "-A"), f"the operator must not be granted {verb} {resource}"
 
@@ -197,7 +199,7 @@ def test_helm_upgrade_with_changed_values_rolls_the_operator(
     container = pod["spec"]["containers"][0]
     assert "--cluster-domain=cluster.local" in container["args"]
     assert container["resources"]["limits"]["memory"] == "384Mi"
-    assert "revision: 2" in helm("status", RELEASE, "--namespace", release_namespace).stdout
+    assert "REVISION: 2" in helm("status", RELEASE, "--namespace", release_namespace).stdout
 
 
 def test_helm_uninstall_removes_the_operator_and_keeps_the_crd(

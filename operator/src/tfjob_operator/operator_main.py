@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,6 +55,10 @@ async def run_operator(
     try:
         await kopf.operator(
             registry=registry,
+            # kopf would derive this from the user name, and an image may run under a uid
+            # with no passwd entry (the chart's 65532 in a slim image).
+            # kopf's Identity is a NewType of str that kopf does not export.
+            identity=f"tfjob-operator@{socket.gethostname()}",  # type: ignore[arg-type]
             clusterwide=not namespaces,
             namespaces=list(namespaces),
             standalone=True,

@@ -30,6 +30,8 @@ MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+MS_NOSUID = 2
+MS_NODEV = 4
 PR_SET_PDEATHSIG = 1
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -89,14 +91,60 @@ def enter_namespaces(spec: dict[str, Any]) -> None:
     if hostname:
         name = hostname.encode()
         _check(_libc.sethostname(name, len(name)), "sethostname")
-    for mount in sorted(spec.get("mounts", []), key=lambda m: m["target"].count("/")):
+    if spec.get("uid"):
+        _expose(spec.get("expose", []))
+    mounts = sorted(spec.get("mounts", []), key=lambda m: m["target"].count("/"))
+    # Every source is opened before anything is mounted: a volume mounted on a parent of
+    # the node's state dir (an emptyDir on /tmp, say) would otherwise hide the sources
+    # of the mounts after it.
+    sources = [_open_path(m["source"], "mount source") for m in mounts]
+    for mount, fd in zip(mounts, sources, strict=True):
         source, target = mount["source"], mount["target"]
-        if not os.path.exists(source):
-            raise ShimError("StartError", f"mount source {source} does not exist")
         _prepare_target(source, target)
-        _mount(source, target, MS_BIND | MS_REC)
+        _mount(f"/proc/self/fd/{fd}", target, MS_BIND | MS_REC)
         if mount.get("read_only"):
             _mount(None, target, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
+        os.close(fd)
+
+
+def _expose(paths: list[str]) -> None:
+    """Makes the Python installation that plays the image readable by a non-root user.
+
+    An interpreter under /root (pyenv's, say) cannot be reached by uid 1000 because /root
+    is not searchable. For each such path, the closed ancestor is covered with a small
+    tmpfs holding only the way down to the path, which is bind-mounted back: the user
+    can run Python, but sees nothing else of the covered directory.
+    """
+    covered: set[str] = set()
+    for path in paths:
+        closed = _closed_ancestor(path)
+        if closed is None:
+            continue
+        fd = _open_path(path, "python installation")
+        if closed not in covered:
+            _check(
+                _libc.mount(b"tmpfs", closed.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=755"),
+                f"mount tmpfs on {closed}",
+            )
+            covered.add(closed)
+        Path(path).mkdir(mode=0o755, parents=True, exist_ok=True)
+        _mount(f"/proc/self/fd/{fd}", path, MS_BIND | MS_REC)
+        os.close(fd)
+
+
+def _closed_ancestor(path: str) -> str | None:
+    """The highest ancestor of `path` that others may not search, if any."""
+    for parent in reversed(Path(path).parents):
+        if parent != Path("/") and not os.stat(parent).st_mode & 0o001:
+            return str(parent)
+    return None
+
+
+def _open_path(path: str, what: str) -> int:
+    try:
+        return os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ShimError("StartError", f"{what} {path} does not exist") from None
 
 
 def drop_privileges(spec: dict[str, Any]) -> None:
@@ -127,16 +175,26 @@ def die_with_parent(parent_pid: int) -> None:
 
 def run(spec: dict[str, Any]) -> None:
     cwd = spec["cwd"]
+    # The node's scratch dir (the default working dir) may be hidden by a volume mounted
+    # on one of its parents; the descriptor keeps it reachable.
+    before = os.open(cwd, os.O_PATH | os.O_CLOEXEC) if os.path.isdir(cwd) else None
     enter_namespaces(spec)
-    if not spec.get("join_pid"):
+    hidden = before is not None and not os.path.isdir(cwd)
+    if not spec.get("join_pid") and not hidden:
         # Like runc: create the working directory when the image does not have it.
         Path(cwd).mkdir(parents=True, exist_ok=True)
     drop_privileges(spec)
     die_with_parent(spec["parent_pid"])
     try:
-        os.chdir(cwd)
+        if hidden:
+            assert before is not None
+            os.fchdir(before)
+        else:
+            os.chdir(cwd)
     except OSError as error:
         raise ShimError("StartError", f"chdir to {cwd}: {error.strerror}") from None
+    if before is not None:
+        os.close(before)
     argv, env = spec["argv"], spec["env"]
     try:
         os.execvpe(argv[0], argv, env)

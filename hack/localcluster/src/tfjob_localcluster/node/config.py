@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -23,6 +24,11 @@ DEFAULT_CAPACITY = {
 def python_bin_dir() -> str:
     """The bin directory of the running interpreter's environment (the project's venv)."""
     return str(Path(sys.executable).parent)
+
+
+def python_installation() -> list[str]:
+    """Where the interpreter of the project's environment really lives (its base prefix)."""
+    return sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)})
 
 
 @dataclass
