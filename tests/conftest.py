@@ -1,1 +1,1 @@
-pytest_plugins = ["tfjob_localcluster.pytest_plugin", "support.fixtures"]
+pytest_plugins = ["tfjob_localcluster.pytest_plugin", "support.fixtures", "support.backends"]

@@ -200,6 +200,23 @@ def test_eviction_hook_fails_the_pod_as_the_eviction_manager_does(
     assert pods.wait_event("victim", "Evicted")["type"] == "Warning"
 
 
+def test_signal_hook_kills_the_container_process_like_a_crash(
+    pods: Pods, core_v1: Any, local_cluster: LocalCluster
+) -> None:
+    pods.create(pod_manifest("crash", ["sleep", "3600"]))
+    pods.wait_running("crash")
+    reply = core_v1.connect_post_node_proxy_with_path(
+        local_cluster.node_name,
+        f"debug/signal/{pods.namespace}/crash/main/KILL",
+        _preload_content=False,
+    )
+    assert json.loads(reply.data)["signal"] == "SIGKILL"
+    pod = pods.wait_phase("crash", "Failed")
+    terminated = container_status(pod)["state"]["terminated"]
+    assert terminated["exitCode"] == 137
+    assert "reason" not in pod["status"] or pod["status"]["reason"] != "Evicted"
+
+
 def test_unsupported_volume_fails_the_pod_with_a_clear_message(pods: Pods) -> None:
     pods.create(
         pod_manifest(

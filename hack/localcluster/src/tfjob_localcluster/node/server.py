@@ -14,11 +14,17 @@ with a user named in `kubelet_client_users`, or in group system:masters):
   and reports the pod as kubelet's eviction manager does (phase Failed, reason
   Evicted, condition DisruptionTarget/TerminationByKubelet). Reach it through the API
   server: `POST /api/v1/nodes/<node>/proxy/debug/evict/<namespace>/<pod>`.
+- `POST /debug/signal/{namespace}/{pod}/{container}/{signal}` (e.g. `.../KILL`): TEST-ONLY, what
+  `docker kill --signal` or `crictl stop` would do on a real node: sends the signal to
+  the container's process, as a crash or the kernel's OOM killer would end it. The pod
+  then reports the exit as kubelet does.
 """
 
 from __future__ import annotations
 
 import datetime
+import os
+import signal
 import socket
 import ssl
 from collections.abc import Awaitable, Callable, Iterable
@@ -102,6 +108,7 @@ class NodeServer:
         app.router.add_get("/pods", self._pods)
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
         app.router.add_post("/debug/evict/{namespace}/{pod}", self._evict)
+        app.router.add_post("/debug/signal/{namespace}/{pod}/{container}/{signal}", self._signal)
         for streaming in ("exec", "attach", "portForward", "run"):
             app.router.add_route("*", f"/{streaming}/{{tail:.*}}", self._unsupported)
         self._runner = web.AppRunner(app, access_log=None)
@@ -183,6 +190,19 @@ class NodeServer:
             await response.write(chunk)
         await response.write_eof()
         return response
+
+    async def _signal(self, request: web.Request) -> web.Response:
+        worker = self._find(request.match_info["namespace"], request.match_info["pod"])
+        name = request.match_info["container"]
+        runner = worker.runners.get(name)
+        if runner is None or runner.process is None or runner.process.finished:
+            raise web.HTTPConflict(text=f"container {name} of pod {worker.name} is not running")
+        try:
+            number = signal.Signals[f"SIG{request.match_info['signal'].upper()}"]
+        except KeyError:
+            raise web.HTTPBadRequest(text="unknown signal") from None
+        os.kill(runner.process.pid, number)
+        return web.json_response({"signalled": runner.process.pid, "signal": number.name})
 
     async def _evict(self, request: web.Request) -> web.Response:
         worker = self._find(request.match_info["namespace"], request.match_info["pod"])

@@ -1,0 +1,183 @@
+"""A small asyncio client of the Kubernetes API: JSON requests and watches, as dicts.
+
+The harness's clients (driver and floor) must cost as little as possible on 2 cores and
+must not hide what the API server does, so this is aiohttp with a client certificate and
+nothing else: no models, no client-side rate limit, no retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+import yaml
+
+Obj = dict[str, Any]
+#: Called with the watch event type (ADDED, MODIFIED, DELETED) and the object, or with
+#: SYNCED and the whole listing after a listing's items have been delivered as ADDED.
+EventHandler = Callable[[str, Obj], None]
+SYNCED = "SYNCED"
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+#: Longest wait for one request (a watch has none).
+REQUEST_SECONDS = 120
+
+
+class ApiError(RuntimeError):
+    def __init__(self, method: str, path: str, status: int, body: Any) -> None:
+        message = body.get("message", body) if isinstance(body, dict) else body
+        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+        self.status = status
+
+
+def ssl_context(kubeconfig: Path) -> tuple[str, ssl.SSLContext]:
+    """The server URL and a TLS context from a client-certificate kubeconfig."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    context_name = config["current-context"]
+    context = next(c["context"] for c in config["contexts"] if c["name"] == context_name)
+    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
+    user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
+    tls = ssl.create_default_context(cafile=cluster["certificate-authority"])
+    tls.load_cert_chain(user["client-certificate"], user["client-key"])
+    return cluster["server"], tls
+
+
+class ApiClient:
+    """Requests and watches against one API server as one user (see the module docstring)."""
+
+    def __init__(self, kubeconfig: Path, *, connections: int = 64) -> None:
+        self.server, self._tls = ssl_context(kubeconfig)
+        self._connections = connections
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> ApiClient:
+        connector = aiohttp.TCPConnector(ssl=self._tls, limit=self._connections)
+        self._session = aiohttp.ClientSession(
+            self.server,
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
+            headers={"Accept": JSON, "User-Agent": "tfjob-bench"},
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("ApiClient used outside `async with`")
+        return self._session
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        body: Obj | None = None,
+        *,
+        content_type: str = JSON,
+    ) -> tuple[int, Any]:
+        """The status code and the decoded reply, whatever the status."""
+        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        async with self.session.request(
+            method,
+            path,
+            data=data,
+            headers={"Content-Type": content_type},
+            timeout=aiohttp.ClientTimeout(total=REQUEST_SECONDS),
+        ) as reply:
+            raw = await reply.read()
+            try:
+                decoded: Any = json.loads(raw) if raw else None
+            except ValueError:
+                decoded = raw.decode(errors="replace")
+            return reply.status, decoded
+
+    async def request(
+        self, method: str, path: str, body: Obj | None = None, *, content_type: str = JSON
+    ) -> Any:
+        """The decoded reply; raises ApiError unless the status is 2xx."""
+        status, reply = await self.send(method, path, body, content_type=content_type)
+        if not 200 <= status < 300:
+            raise ApiError(method, path, status, reply)
+        return reply
+
+    async def watch(
+        self, path: str, handler: EventHandler, synced: asyncio.Event | None = None
+    ) -> None:
+        """Lists `path`, then watches it until cancelled; every object goes to `handler`.
+
+        The listing arrives as ADDED events, then as one SYNCED event (objects deleted while
+        no watch ran are absent from it); `synced` is set once it has been delivered. A
+        watch the server ends is resumed from the last resourceVersion, and an expired one
+        (410 Gone) starts over from a fresh listing.
+        """
+        while True:
+            listing = await self.request("GET", path)
+            for item in listing.get("items") or []:
+                handler("ADDED", item)
+            handler(SYNCED, listing)
+            if synced is not None:
+                synced.set()
+            version = listing["metadata"]["resourceVersion"]
+            while version is not None:
+                version = await self._watch_from(path, version, handler)
+
+    async def _watch_from(self, path: str, version: str, handler: EventHandler) -> str | None:
+        """Streams one watch; returns where to resume, or None when a new listing is due."""
+        params = {"watch": "1", "resourceVersion": version, "allowWatchBookmarks": "true"}
+        async with self.session.get(path, params=params) as reply:
+            if reply.status == 410:
+                return None
+            if reply.status != 200:
+                raise ApiError("WATCH", path, reply.status, await reply.text())
+            buffer = b""
+            async for chunk in reply.content.iter_any():
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    kind, obj = event["type"], event["object"]
+                    if kind == "ERROR":
+                        if obj.get("code") == 410:
+                            return None
+                        raise ApiError("WATCH", path, int(obj.get("code") or 0), obj)
+                    version = obj["metadata"]["resourceVersion"]
+                    if kind != "BOOKMARK":
+                        handler(kind, obj)
+        return version
+
+
+async def bounded(limit: int, calls: list[Callable[[], Awaitable[None]]]) -> None:
+    """Runs the calls with at most `limit` in flight, in order; the first error propagates."""
+    queue: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
+    for call in calls:
+        queue.put_nowait(call)
+
+    async def worker() -> None:
+        while True:
+            try:
+                call = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            await call()
+
+    async with asyncio.TaskGroup() as group:
+        for _ in range(min(limit, len(calls))):
+            group.create_task(worker())

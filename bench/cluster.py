@@ -1,0 +1,322 @@
+"""A fresh control plane for one measurement: API server with an audit log, kwok nodes,
+the TFJob CRD, one namespace, and a client identity per actor.
+
+Each actor authenticates with a client certificate of its own user, so the API server
+itself tells their requests apart: in its audit log, and in its priority-and-fairness
+metrics, where a FlowSchema per user (all mapped to the `exempt` priority level, as
+cluster admins are) gives `apiserver_flowcontrol_dispatched_requests_total{flow_schema=...}`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from bench import audit, kwok
+from tfjob_localcluster import binaries as binaries_module
+from tfjob_localcluster.controlplane import ControlPlane
+from tfjob_localcluster.procs import ManagedProcess
+from tfjob_localcluster.rest import Rest, RestError
+
+NAMESPACE = "tfjob-bench"
+OPERATOR_USER = "tfjob-bench:operator"
+DRIVER_USER = "tfjob-bench:driver"
+FLOOR_USER = "tfjob-bench:floor"
+KWOK_USER = "tfjob-bench:kwok"
+AUDITED_USERS = (OPERATOR_USER, DRIVER_USER, FLOOR_USER)
+
+
+class BenchClusterError(RuntimeError):
+    pass
+
+
+class AuditedControlPlane(ControlPlane):
+    """The local control plane with an audit log of the benchmark's users.
+
+    ControlPlane has no option for extra API server flags; every component's command line
+    passes through `_spawn`, so the flags are added there.
+    """
+
+    def __init__(self, state_dir: Path, **kwargs: Any) -> None:
+        super().__init__(state_dir, **kwargs)
+        self.audit_log = state_dir / "audit.log"
+        self.audit_policy = state_dir / "audit-policy.yaml"
+
+    def _spawn(self, name: str, argv: list[str]) -> ManagedProcess:
+        if name == "kube-apiserver":
+            self.audit_policy.write_text(yaml.safe_dump(audit.policy(AUDITED_USERS)))
+            argv = [
+                *argv,
+                f"--audit-policy-file={self.audit_policy}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=0",
+                "--audit-log-mode=blocking",
+            ]
+        return super()._spawn(name, argv)
+
+
+@dataclass(frozen=True)
+class Versions:
+    kubernetes: str
+    etcd: str
+    kwok: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"kubernetes": self.kubernetes, "etcd": self.etcd, "kwok": self.kwok}
+
+
+def versions() -> Versions:
+    pinned = binaries_module.read_versions()
+    return Versions(
+        kubernetes=pinned["KUBERNETES_VERSION"],
+        etcd=pinned["ETCD_VERSION"],
+        kwok=pinned["KWOK_VERSION"],
+    )
+
+
+def admin_binding(user: str) -> dict[str, Any]:
+    name = user.replace(":", "-")
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "cluster-admin",
+        },
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
+
+
+def flow_schema(user: str) -> dict[str, Any]:
+    """Every request of `user` in a flow schema of its own, served like a cluster admin's."""
+    return {
+        "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+        "kind": "FlowSchema",
+        "metadata": {"name": flow_schema_name(user)},
+        "spec": {
+            "matchingPrecedence": 50,
+            "priorityLevelConfiguration": {"name": "exempt"},
+            "rules": [
+                {
+                    "subjects": [{"kind": "User", "user": {"name": user}}],
+                    "resourceRules": [
+                        {
+                            "verbs": ["*"],
+                            "apiGroups": ["*"],
+                            "resources": ["*"],
+                            "namespaces": ["*"],
+                            "clusterScope": True,
+                        }
+                    ],
+                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+                }
+            ],
+        },
+    }
+
+
+def flow_schema_name(user: str) -> str:
+    return user.replace(":", "-")
+
+
+def crds_in(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """The CustomResourceDefinitions in YAML files."""
+    return [
+        doc
+        for path in paths
+        for doc in yaml.safe_load_all(path.read_text())
+        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition"
+    ]
+
+
+def collection_paths(crd: dict[str, Any]) -> list[str]:
+    """The cluster-wide collection of each served version of a CRD's resource."""
+    spec = crd["spec"]
+    return [
+        f"/apis/{spec['group']}/{version['name']}/{spec['names']['plural']}"
+        for version in spec.get("versions") or []
+        if version.get("served")
+    ]
+
+
+def served_tfjobs(paths: Iterable[Path], api_version: str) -> bool:
+    """Whether one of the CRDs serves `tfjobs` (kind TFJob) at `api_version`."""
+    group, _, version = api_version.partition("/")
+    return any(f"/apis/{group}/{version}/tfjobs" in collection_paths(crd) for crd in crds_in(paths))
+
+
+class BenchCluster:
+    """Control plane, kwok and its nodes, CRDs and the namespace; see the module docstring."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        crds: list[Path],
+        nodes: int,
+        say: Callable[[str], None] = lambda _message: None,
+    ) -> None:
+        self.state_dir = state_dir
+        self.crds = crds
+        self.node_count = nodes
+        self._say = say
+        self.binaries = binaries_module.locate(*binaries_module.CONTROL_PLANE, "kwok")
+        self.plane = AuditedControlPlane(state_dir, binaries=self.binaries)
+        self.kwok: ManagedProcess | None = None
+        self.kubeconfigs: dict[str, Path] = {}
+        self.startup_seconds = 0.0
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def start(self, timeout: float = 180) -> BenchCluster:
+        began = time.monotonic()
+        deadline = began + timeout
+        try:
+            self.plane.start(timeout)
+            rest = self.plane.rest()
+            for user in (OPERATOR_USER, DRIVER_USER, FLOOR_USER):
+                self.kubeconfigs[user] = self.plane.client_kubeconfig(_file_name(user), user)
+                rest.create_or_replace(
+                    "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", admin_binding(user)
+                )
+                rest.create_or_replace(
+                    "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas", flow_schema(user)
+                )
+            self._start_kwok()
+            for index in range(self.node_count):
+                rest.create_or_replace("/api/v1/nodes", kwok.node(index))
+            self._install_crds(deadline)
+            rest.create_or_replace(
+                "/api/v1/namespaces",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            )
+            self._wait_ready(rest, deadline)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+        self._say(f"cluster ready in {self.startup_seconds:.1f}s ({self.plane.api_url})")
+        return self
+
+    def stop(self) -> None:
+        if self.kwok is not None:
+            self.kwok.stop(grace=5)
+            self.kwok = None
+        self.plane.stop()
+
+    def __enter__(self) -> BenchCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def check(self) -> None:
+        """Raises BenchClusterError if a component (or kwok) has exited."""
+        self.plane.check()
+        if self.kwok is not None and not self.kwok.running():
+            raise BenchClusterError(f"kwok exited; last lines of its log:\n{self.kwok.tail()}")
+
+    # --- what the phases use ------------------------------------------------------------
+
+    @property
+    def api_url(self) -> str:
+        return str(self.plane.api_url)
+
+    @property
+    def audit_log(self) -> Path:
+        return self.plane.audit_log
+
+    def kubeconfig(self, user: str) -> Path:
+        return self.kubeconfigs[user]
+
+    def component_pids(self) -> dict[str, int]:
+        """Process ids of the control plane components and kwok, by name."""
+        pids = {p.name: p.pid for p in self.plane.processes if p.pid is not None}
+        if self.kwok is not None and self.kwok.pid is not None:
+            pids["kwok"] = self.kwok.pid
+        return pids
+
+    def server_metrics(self) -> str:
+        text = self.plane.rest().request("GET", "/metrics", timeout=30)
+        return str(text)
+
+    # --- details -----------------------------------------------------------------------
+
+    def _start_kwok(self) -> None:
+        kubeconfig = self.plane.client_kubeconfig(
+            _file_name(KWOK_USER), KWOK_USER, ("system:masters",)
+        )
+        config = self.state_dir / "kwok.yaml"
+        config.write_text(yaml.safe_dump(kwok.configuration()))
+        self.kwok = ManagedProcess(
+            "kwok",
+            kwok.argv(self.binaries.kwok, kubeconfig, config),
+            self.plane.logs_dir / "kwok.log",
+        )
+        self.kwok.start()
+
+    def _install_crds(self, deadline: float) -> None:
+        for path in self.crds:
+            done = subprocess.run(
+                [
+                    str(self.binaries.kubectl),
+                    f"--kubeconfig={self.plane.admin_kubeconfig}",
+                    "apply",
+                    "--server-side",
+                    "--force-conflicts",
+                    "-f",
+                    str(path),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=max(10.0, deadline - time.monotonic()),
+                check=False,
+            )
+            if done.returncode != 0:
+                raise BenchClusterError(f"kubectl apply -f {path} failed: {done.stderr.strip()}")
+
+    def _wait_ready(self, rest: Rest, deadline: float) -> None:
+        """Until kwok's nodes are schedulable, the CRDs served and the namespace usable.
+
+        A CRD counts once its resources can be listed: right after it is Established, the
+        API server still answers 429 ("storage is (re)initializing") while its watch cache
+        fills, which an operator started then would pay for in retries.
+        """
+        collections = [path for crd in crds_in(self.crds) for path in collection_paths(crd)]
+        waiting = "nodes"
+        while time.monotonic() < deadline:
+            self.check()
+            try:
+                nodes = rest.request("GET", "/api/v1/nodes")["items"]
+                ready = [n for n in nodes if kwok.schedulable(n)]
+                if len(ready) < self.node_count:
+                    waiting = f"nodes ({len(ready)}/{self.node_count} schedulable)"
+                elif not all(rest.ok(path) for path in collections):
+                    waiting = f"the CRDs' resources listed ({', '.join(collections)})"
+                else:
+                    waiting = f"the default service account of namespace {NAMESPACE}"
+                    rest.request("GET", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default")
+                    return
+            except (RestError, OSError):
+                pass
+            time.sleep(0.2)
+        raise BenchClusterError(f"the bench cluster was not ready in time: waiting for {waiting}")
+
+
+def _file_name(user: str) -> str:
+    return user.replace(":", "-")

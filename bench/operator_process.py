@@ -1,0 +1,153 @@
+"""Starts the operator under test from a command template and tells when it is ready.
+
+The command is any program that reconciles TFJobs with a kubeconfig: this repository's
+operator by default, or a peer's (`--operator-command`). Placeholders in it are filled in:
+`{kubeconfig}`, `{health_port}`, `{metrics_port}`, `{python}`; KUBECONFIG is set too.
+
+Ready means: the API server's audit log shows the operator's watches of TFJobs, pods and
+services started (whatever the operator, it cannot act before that), and, if a ready URL
+is given, that URL answers 200.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import socket
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import audit
+from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity
+
+DEFAULT_COMMAND = (
+    "{python} -m tfjob_operator.cli run --kubeconfig {kubeconfig} "
+    "--health-port {health_port} --metrics-port {metrics_port}"
+)
+DEFAULT_READY_URL = "http://127.0.0.1:{health_port}/healthz"
+DEFAULT_METRICS_URL = "http://127.0.0.1:{metrics_port}/metrics"
+WATCHED = ("tfjobs", "pods", "services")
+PLACEHOLDERS = frozenset({"kubeconfig", "health_port", "metrics_port", "python"})
+#: Lines an operator log marks as errors (kopf, Go klog and logr, Python tracebacks).
+ERROR_LINE = re.compile(r"\bERROR\b|^E\d{4} |\"level\":\"error\"|^Traceback", re.IGNORECASE)
+
+
+class OperatorError(RuntimeError):
+    pass
+
+
+def check_template(template: str) -> list[str]:
+    """Splits a command template; raises OperatorError for an unknown placeholder."""
+    words = shlex.split(template)
+    if not words:
+        raise OperatorError("the operator command is empty")
+    for word in words:
+        for name in re.findall(r"{(\w*)}", word):
+            if name not in PLACEHOLDERS:
+                raise OperatorError(
+                    f"operator command: unknown placeholder {{{name}}}; "
+                    f"known: {', '.join('{' + p + '}' for p in sorted(PLACEHOLDERS))}"
+                )
+    return words
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class OperatorCommand:
+    template: str
+    ready_url: str | None
+    metrics_url: str | None
+
+
+class OperatorProcess:
+    """One run of the operator under test; see the module docstring."""
+
+    def __init__(
+        self, command: OperatorCommand, kubeconfig: Path, log_path: Path, user: str
+    ) -> None:
+        self.command = command
+        self.user = user
+        self.log_path = log_path
+        self.values = {
+            "kubeconfig": str(kubeconfig),
+            "health_port": str(free_port()),
+            "metrics_port": str(free_port()),
+            "python": sys.executable,
+        }
+        self.argv = [w.format(**self.values) for w in check_template(command.template)]
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+        self.process = ManagedProcess("operator", self.argv, log_path, env=env)
+        self.identity: ProcessIdentity | None = None
+
+    def start(self) -> ProcessIdentity:
+        self.identity = self.process.start()
+        return self.identity
+
+    def wait_ready(self, audit_log: Path, timeout: float, check: Callable[[], None]) -> float:
+        """Blocks until ready (module docstring); returns how long it took."""
+        began = time.monotonic()
+        tail = audit.Tail(audit_log)
+        watching: set[str] = set()
+        ready_url = self._fill(self.command.ready_url)
+        while time.monotonic() - began < timeout:
+            check()
+            self.check()
+            for request in tail.new():
+                if request.user == self.user and request.verb == "watch":
+                    watching.add(request.resource)
+            if watching.issuperset(WATCHED) and (ready_url is None or _answers(ready_url)):
+                return time.monotonic() - began
+            time.sleep(0.1)
+        missing = sorted(set(WATCHED) - watching)
+        raise OperatorError(
+            f"the operator was not ready in {timeout:.0f}s (no watch of {', '.join(missing)} "
+            f"by {self.user} in the audit log, or {ready_url} not answering); "
+            f"last lines of {self.log_path}:\n{self.process.tail()}"
+        )
+
+    def check(self) -> None:
+        if not self.process.running():
+            raise OperatorError(
+                f"the operator exited; last lines of {self.log_path}:\n{self.process.tail()}"
+            )
+
+    def metrics(self) -> str | None:
+        """The operator's own metrics text, if it serves them."""
+        url = self._fill(self.command.metrics_url)
+        if url is None:
+            return None
+        try:
+            with urllib.request.urlopen(url, timeout=10) as reply:
+                return str(reply.read().decode())
+        except OSError:
+            return None
+
+    def stop(self) -> None:
+        self.process.stop(grace=15)
+
+    def log_lines(self) -> list[str]:
+        try:
+            return self.log_path.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return []
+
+    def _fill(self, template: str | None) -> str | None:
+        return None if not template else template.format(**self.values)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False

@@ -1,0 +1,309 @@
+"""The operator phase: N TFJobs through the operator under test, on a fresh cluster.
+
+1. Start the operator (its own user) and wait until it watches TFJobs, pods and services.
+2. Submit N TFJobs (`driver_concurrency` creates in flight) and wait until every pod and
+   service exists, then until kwok has every pod Running.
+3. End every job's leader (chief, else worker 0): the driver writes its pod's status as a
+   kubelet would (exit code 0, phase Succeeded), all jobs at once, and waits until every
+   TFJob's Succeeded condition is seen, then until the operator has deleted the pods still
+   running (cleanPodPolicy Running).
+4. Wait until the operator goes quiet, read its usage from /proc, stop it, and read the
+   API server's audit log and metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import audit, measure, promtext
+from bench.apiclient import MERGE_PATCH, ApiClient, bounded
+from bench.cluster import (
+    DRIVER_USER,
+    NAMESPACE,
+    OPERATOR_USER,
+    BenchCluster,
+    flow_schema_name,
+)
+from bench.operator_process import ERROR_LINE, OperatorProcess
+from bench.procstats import MIB, Meter, Sampler, group_usage
+from bench.progress import Progress, WaitTimeout
+from bench.settings import Settings
+from bench.shape import job_names, leader_exit_patch, tfjob
+from bench.stats import summarize
+from bench.watching import watching
+
+#: After the operator reports ready, before the first TFJob: its startup's tail settles.
+SETTLE_SECONDS = 1.0
+#: The operator counts as quiet when the audit log has not grown for this long.
+QUIET_SECONDS = 2.0
+
+
+class OperatorRunError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Harness-clock moments of one drive (epoch seconds)."""
+
+    submitted: float
+    created: float
+    running: float
+    exits_sent: float
+    succeeded: float
+    cleaned: float | None
+    left_running: int
+    succeeded_at: dict[str, float]
+
+
+def run_operator(settings: Settings, size: int, say: Callable[[str], None]) -> dict[str, Any]:
+    state_dir = settings.state_dir("operator", size)
+    with BenchCluster(
+        state_dir, crds=list(settings.crds), nodes=settings.nodes, say=say
+    ) as cluster:
+        operator = OperatorProcess(
+            settings.operator,
+            cluster.kubeconfig(OPERATOR_USER),
+            state_dir / "operator.log",
+            OPERATOR_USER,
+        )
+        identity = operator.start()
+        sampler = Sampler(identity)
+        sampler.start()
+        try:
+            ready_seconds = operator.wait_ready(cluster.audit_log, settings.timeout, cluster.check)
+            time.sleep(SETTLE_SECONDS)
+            at_ready = group_usage(identity)
+            say(
+                f"operator ready in {ready_seconds:.1f}s "
+                f"({at_ready.rss_bytes / MIB:.0f} MiB); submitting {size} TFJobs"
+            )
+            meter = Meter(cluster.component_pids())
+            moments = asyncio.run(_drive(cluster, operator, settings, size))
+            _wait_quiet(cluster.audit_log, settings.timeout)
+            operator.check()
+            final = sampler.stop()
+            usage = meter.reading(final.cpu_seconds - at_ready.cpu_seconds)
+            own_metrics = operator.metrics()
+            log_lines = operator.log_lines()
+            error_lines = [line for line in log_lines if ERROR_LINE.search(line)]
+        finally:
+            sampler.stop()
+            operator.stop()
+        _wait_watches_closed(cluster.audit_log, settings.timeout)
+        server_metrics = cluster.server_metrics()
+        requests = audit.read(cluster.audit_log)
+        startup = cluster.startup_seconds
+    result = _figures(settings, size, requests, moments)
+    operator_requests = audit.completed(requests, OPERATOR_USER)
+    counts = audit.count(operator_requests)
+    result.update(
+        {
+            "requests": {
+                **counts.as_dict(),
+                "per_job": round(counts.total / size, 2),
+                "writes_per_job": round(counts.writes / size, 2),
+                "conflicts": counts.by_code.get("409", 0),
+                "apf_dispatched": promtext.dispatched_requests(
+                    server_metrics, flow_schema_name(OPERATOR_USER)
+                ),
+            },
+            "process": {
+                "peak_rss_mib": round(max(final.peak_rss_bytes, sampler.peak_rss_bytes()) / MIB, 1),
+                "rss_at_ready_mib": round(at_ready.rss_bytes / MIB, 1),
+                "rss_at_end_mib": round(final.rss_bytes / MIB, 1),
+                "cpu_seconds": round(final.cpu_seconds, 2),
+                "cpu_seconds_after_ready": round(final.cpu_seconds - at_ready.cpu_seconds, 2),
+                "ready_seconds": round(ready_seconds, 2),
+                "log_lines": len(log_lines),
+                "log_error_lines": len(error_lines),
+                "log_error_examples": error_lines[:5],
+                "rss_timeline": sampler.timeline(since=moments.submitted),
+            },
+            "own_metrics": promtext.counters(own_metrics, "tfjob_operator_"),
+            "watches": {
+                "started": audit.watch_starts(requests),
+                "terminated_by_server": promtext.terminated_watchers(server_metrics),
+            },
+            "cluster_startup_seconds": round(startup, 2),
+            "usage": usage,
+        }
+    )
+    say(
+        f"operator: all created in {result['create_seconds']:.2f}s, "
+        f"exit->Succeeded p50 {result['exit_to_succeeded_seconds'].get('p50', 0):.3f}s, "
+        f"{result['requests']['per_job']} requests/job, "
+        f"peak RSS {result['process']['peak_rss_mib']} MiB"
+    )
+    return result
+
+
+async def _drive(
+    cluster: BenchCluster, operator: OperatorProcess, settings: Settings, size: int
+) -> Moments:
+    shape = settings.shape
+    names = job_names(size)
+    leaders = [shape.leader_name(name) for name in names]
+    children = [child for name in names for child in shape.child_names(name)]
+    progress = Progress.expecting(children, leaders)
+    jobs_path = f"/apis/{settings.group}/{settings.version}/namespaces/{NAMESPACE}/tfjobs"
+    watches = {
+        f"/api/v1/namespaces/{NAMESPACE}/pods": progress.on_pod,
+        f"/api/v1/namespaces/{NAMESPACE}/services": progress.on_service,
+        jobs_path: progress.on_job,
+    }
+    timeout = settings.timeout
+    async with (
+        ApiClient(
+            cluster.kubeconfig(DRIVER_USER), connections=settings.driver_concurrency + 4
+        ) as driver,
+        watching(driver, watches) as watch_check,
+    ):
+
+        def check() -> None:
+            watch_check()
+            operator.check()
+            cluster.check()
+
+        def submit(name: str) -> Callable[[], Awaitable[None]]:
+            async def call() -> None:
+                await driver.request("POST", jobs_path, tfjob(settings.api_version, name, shape))
+
+            return call
+
+        def end_leader(name: str) -> Callable[[], Awaitable[None]]:
+            async def call() -> None:
+                finished = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                patch = leader_exit_patch(progress.leader_pods[name], finished)
+                await driver.request(
+                    "PATCH",
+                    f"/api/v1/namespaces/{NAMESPACE}/pods/{name}/status",
+                    patch,
+                    content_type=MERGE_PATCH,
+                )
+
+            return call
+
+        submitted = time.time()
+        await bounded(settings.driver_concurrency, [submit(name) for name in names])
+        created = await progress.wait_until(
+            progress.all_created, "every pod and service created", timeout, check
+        )
+        running = await progress.wait_until(
+            progress.all_running, "every pod Running", timeout, check
+        )
+        exits_sent = time.time()
+        await bounded(settings.driver_concurrency, [end_leader(name) for name in leaders])
+        succeeded = await progress.wait_until(
+            progress.all_succeeded, "every TFJob Succeeded", timeout, check
+        )
+        try:
+            cleaned: float | None = await progress.wait_until(
+                progress.only_leaders_left, "pods still running deleted", timeout, check
+            )
+        except WaitTimeout:
+            cleaned = None
+    return Moments(
+        submitted=submitted,
+        created=created,
+        running=running,
+        exits_sent=exits_sent,
+        succeeded=succeeded,
+        cleaned=cleaned,
+        left_running=len(progress.pods_present - set(leaders)),
+        succeeded_at=dict(progress.succeeded),
+    )
+
+
+def _figures(
+    settings: Settings, size: int, requests: list[audit.Request], moments: Moments
+) -> dict[str, Any]:
+    """Creation span and per-job latencies from the audit log and the watch moments."""
+    shape = settings.shape
+    names = job_names(size)
+    expected = size * shape.replicas_per_job
+    operator_requests = audit.completed(requests, OPERATOR_USER)
+    driver_requests = audit.completed(requests, DRIVER_USER)
+    pods = [r for r in audit.created(operator_requests, "pods") if r.namespace == NAMESPACE]
+    services = [r for r in audit.created(operator_requests, "services") if r.namespace == NAMESPACE]
+    if measure.distinct_names(pods) != expected or measure.distinct_names(services) != expected:
+        raise OperatorRunError(
+            f"the audit log shows {measure.distinct_names(pods)} pods and "
+            f"{measure.distinct_names(services)} services created by {OPERATOR_USER}; "
+            f"expected {expected} of each"
+        )
+    submissions = [r for r in driver_requests if r.verb == "create" and r.resource == "tfjobs"]
+    span = measure.creation_span(submissions, pods + services)
+    jobs_created = measure.jobs_created(driver_requests, DRIVER_USER)
+    create_to_pods = measure.per_job(jobs_created, measure.children_done(pods))
+    exits = measure.leader_exits(
+        driver_requests, DRIVER_USER, {shape.leader_name(name): name for name in names}
+    )
+    exit_to_succeeded = measure.per_job(exits, moments.succeeded_at)
+    if len(exit_to_succeeded) != size:
+        raise OperatorRunError(
+            f"exit and Succeeded moments known for {len(exit_to_succeeded)} of {size} jobs"
+        )
+    since = moments.submitted
+    return {
+        "jobs": size,
+        "jobs_succeeded": len(moments.succeeded_at),
+        "pods_created": measure.distinct_names(pods),
+        "services_created": measure.distinct_names(services),
+        "create_seconds": round(span.seconds, 4),
+        "objects_per_second": round(span.per_second, 1),
+        "server_create_latency_seconds": summarize([r.at - r.received for r in pods + services]),
+        "create_to_pods_seconds": summarize(list(create_to_pods.values())),
+        "exit_to_succeeded_seconds": summarize(list(exit_to_succeeded.values())),
+        "timeline_seconds": {
+            "all_created_seen": round(moments.created - since, 3),
+            "all_running_seen": round(moments.running - since, 3),
+            "exits_sent": round(moments.exits_sent - since, 3),
+            "all_succeeded_seen": round(moments.succeeded - since, 3),
+            "cleanup_done_seen": (
+                round(moments.cleaned - since, 3) if moments.cleaned is not None else None
+            ),
+        },
+        "cleanup_seconds": (
+            round(moments.cleaned - moments.exits_sent, 3) if moments.cleaned is not None else None
+        ),
+        "pods_left_running": moments.left_running,
+    }
+
+
+def _wait_quiet(audit_log: Path, timeout: float) -> None:
+    """Until the audit log (the operator's and the driver's requests) stops growing."""
+    tail = audit.Tail(audit_log)
+    deadline = time.monotonic() + timeout
+    size, still_since = tail.size(), time.monotonic()
+    while time.monotonic() - still_since < QUIET_SECONDS:
+        if time.monotonic() > deadline:
+            raise OperatorRunError(f"the operator kept sending requests for {timeout:.0f}s")
+        time.sleep(0.2)
+        now = tail.size()
+        if now != size:
+            size, still_since = now, time.monotonic()
+
+
+def _wait_watches_closed(audit_log: Path, timeout: float) -> None:
+    """Until every watch the operator started has its final audit event (it has exited)."""
+    tail = audit.Tail(audit_log)
+    started = ended = 0
+    deadline = time.monotonic() + min(timeout, 30)
+    while time.monotonic() < deadline:
+        for r in tail.new():
+            if r.user == OPERATOR_USER and r.verb == "watch":
+                started += r.stage == "ResponseStarted"
+                ended += r.stage in audit.FINAL_STAGES
+        if ended >= started:
+            return
+        time.sleep(0.2)
+    raise OperatorRunError(
+        f"{started - ended} watches of the stopped operator have no final audit event"
+    )

@@ -1,0 +1,140 @@
+"""The results document (JSON) and the table printed from it."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bench.cluster import versions
+from bench.settings import Settings
+
+SCHEMA = 1
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def machine() -> dict[str, Any]:
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    total_kib = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or "unknown",
+    )
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "memory_gib": round(total_kib / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
+
+
+def software() -> dict[str, Any]:
+    packages: dict[str, str | None] = {}
+    for name in ("kopf", "kubernetes_asyncio", "aiohttp", "tfjob-operator"):
+        try:
+            packages[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            packages[name] = None
+    return {**versions().as_dict(), "python_packages": packages, "git": _git_state()}
+
+
+def _git_state() -> dict[str, Any]:
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10, check=False
+        )
+        return done.stdout.strip()
+
+    return {
+        "commit": git("rev-parse", "HEAD") or None,
+        "dirty_operator": bool(git("status", "--porcelain", "--", "operator")),
+    }
+
+
+def settings_dict(settings: Settings) -> dict[str, Any]:
+    return {
+        "sizes": list(settings.sizes),
+        "replicas": settings.shape.as_dict(),
+        "replicas_per_job": settings.shape.replicas_per_job,
+        "api_version": settings.api_version,
+        "crds": [str(p) for p in settings.crds],
+        "operator_command": settings.operator.template,
+        "kwok_nodes": settings.nodes,
+        "floor_concurrency": settings.floor_concurrency,
+        "driver_concurrency": settings.driver_concurrency,
+        "timeout_seconds": settings.timeout,
+    }
+
+
+def document(
+    settings: Settings,
+    started: datetime.datetime,
+    runs: list[dict[str, Any]],
+    error: str | None = None,
+) -> dict[str, Any]:
+    finished = datetime.datetime.now(datetime.UTC)
+    return {
+        "schema": SCHEMA,
+        "started": started.isoformat(timespec="seconds"),
+        "finished": finished.isoformat(timespec="seconds"),
+        "wall_seconds": round((finished - started).total_seconds(), 1),
+        "complete": error is None and len(runs) == len(settings.sizes),
+        "error": error,
+        "machine": machine(),
+        "software": software(),
+        "settings": settings_dict(settings),
+        "runs": runs,
+    }
+
+
+def run_entry(size: int, floor: dict[str, Any], operator: dict[str, Any]) -> dict[str, Any]:
+    ratio = operator["create_seconds"] / floor["create_seconds"]
+    return {
+        "n": size,
+        "ratio_to_floor": round(ratio, 2),
+        "floor": floor,
+        "operator": operator,
+    }
+
+
+def table(doc: dict[str, Any]) -> str:
+    """A Markdown table of the runs (what `make bench` prints and the README records)."""
+    lines = [
+        "| N | pods + services | floor | operator | ratio | create→pods p50 / p99 "
+        "| exit→Succeeded p50 / p99 | requests / job (writes) | peak RSS | operator CPU |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in doc["runs"]:
+        op, floor = run["operator"], run["floor"]
+        pods = op["create_to_pods_seconds"]
+        done = op["exit_to_succeeded_seconds"]
+        lines.append(
+            f"| {run['n']} | {floor['objects']} | {floor['create_seconds']:.2f} s "
+            f"| {op['create_seconds']:.2f} s | {run['ratio_to_floor']:.2f}x "
+            f"| {pods['p50']:.3f} / {pods['p99']:.3f} s "
+            f"| {done['p50']:.3f} / {done['p99']:.3f} s "
+            f"| {op['requests']['per_job']:.1f} ({op['requests']['writes_per_job']:.1f}) "
+            f"| {op['process']['peak_rss_mib']:.0f} MiB "
+            f"| {op['process']['cpu_seconds_after_ready']:.1f} s |"
+        )
+    return "\n".join(lines)
+
+
+def header(doc: dict[str, Any]) -> str:
+    m, s = doc["machine"], doc["software"]
+    shape = ",".join(f"{k.lower()}={v}" for k, v in doc["settings"]["replicas"].items())
+    return (
+        f"{doc['started'][:10]}, {m['cpus']} cores ({m['cpu_model']}), {m['memory_gib']} GiB; "
+        f"Kubernetes {s['kubernetes']}, etcd {s['etcd']}, kwok {s['kwok']}, "
+        f"kopf {s['python_packages']['kopf']}; shape {shape}; "
+        f"{doc['settings']['api_version']}; wall time {doc['wall_seconds']:.0f} s"
+    )

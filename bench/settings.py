@@ -1,0 +1,37 @@
+"""What one benchmark invocation was asked to do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.operator_process import OperatorCommand
+from bench.shape import Shape
+
+
+@dataclass(frozen=True)
+class Settings:
+    sizes: tuple[int, ...]
+    shape: Shape
+    api_version: str
+    crds: tuple[Path, ...]
+    operator: OperatorCommand
+    nodes: int
+    #: Requests in flight of the floor client (it creates the children itself).
+    floor_concurrency: int
+    #: Requests in flight of the driver (TFJob creates, leader exits).
+    driver_concurrency: int
+    #: Longest wait for any one step of a phase, in seconds.
+    timeout: float
+    work_dir: Path
+
+    @property
+    def group(self) -> str:
+        return self.api_version.partition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.partition("/")[2]
+
+    def state_dir(self, phase: str, size: int) -> Path:
+        return self.work_dir / f"{phase}-n{size}"

@@ -1,0 +1,203 @@
+"""End-to-end scenarios: TFJobs that train real TensorFlow models across pods.
+
+Each scenario runs on every selected backend (see support/backends.py) and asserts on the
+TFJob's status, its events and the trainer's `TFJOB_RESULT` line read from pod logs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from support.backends import Backend
+from support.tfjobs import PodCreations, TFJobs, condition
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULT_PREFIX = "TFJOB_RESULT "
+TRAINING_TIMEOUT = 420
+
+
+def example(name: str) -> dict[str, Any]:
+    """A TFJob from examples/, exactly as users copy it."""
+    document: dict[str, Any] = yaml.safe_load((ROOT / "examples" / name).read_text())
+    return document
+
+
+def set_args(job: dict[str, Any], extra: list[str]) -> dict[str, Any]:
+    """The job with `extra` trainer flags appended on every replica."""
+    job = copy.deepcopy(job)
+    for spec in job["spec"]["tfReplicaSpecs"].values():
+        spec["template"]["spec"]["containers"][0]["args"] += extra
+    return job
+
+
+@pytest.fixture
+def tfjobs(backend: Backend, request: pytest.FixtureRequest) -> Iterator[TFJobs]:
+    """A fresh namespace in the backend's cluster, with TFJob helpers bound to it."""
+    core = client.CoreV1Api(backend.api_client)
+    name = f"e2e-{request.node.originalname.removeprefix('test_')[:30].replace('_', '-')}"
+    name = f"{name.rstrip('-')}-{secrets.token_hex(3)}"
+    core.create_namespace({"metadata": {"name": name}})
+    deadline = time.monotonic() + 30
+    while not core.list_namespaced_service_account(name).items:
+        assert time.monotonic() < deadline, "the namespace's default ServiceAccount never came"
+        time.sleep(0.2)
+    yield TFJobs(backend.api_client, name)
+    core.delete_namespace(name, propagation_policy="Background")
+
+
+def results(tfjobs: TFJobs, pod: str) -> dict[str, Any]:
+    """The trainer's results line from the pod's log, read through the API server."""
+    log = tfjobs.core.read_namespaced_pod_log(pod, tfjobs.namespace, container="tensorflow")
+    lines = [line for line in log.splitlines() if line.startswith(RESULT_PREFIX)]
+    assert len(lines) == 1, f"{pod}: expected one results line, log ends:\n{log[-3000:]}"
+    parsed: dict[str, Any] = json.loads(lines[0].removeprefix(RESULT_PREFIX))
+    return parsed
+
+
+def wait_for_log(tfjobs: TFJobs, pod: str, needle: str, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    log = ""
+    while time.monotonic() < deadline:
+        try:
+            log = tfjobs.core.read_namespaced_pod_log(pod, tfjobs.namespace, container="tensorflow")
+        except client.ApiException:
+            log = ""
+        if needle in log:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{pod}: {needle!r} never appeared; log ends:\n{log[-2000:]}")
+
+
+def test_mwms_two_workers_train_digits(tfjobs: TFJobs) -> None:
+    """1. MultiWorkerMirroredStrategy, 2 workers: Succeeded, accuracy above the threshold."""
+    tfjobs.create(example("mnist-mwms.yaml"))
+    job = tfjobs.wait_state("mnist-mwms", "Succeeded", TRAINING_TIMEOUT)
+    assert job["status"]["restartCount"] == 0
+    chief = results(tfjobs, "mnist-mwms-worker-0")
+    assert chief["strategy"] == "multi-worker-mirrored"
+    assert chief["replicas"] == 2
+    assert chief["accuracy"] >= chief["accuracy_threshold"]
+    assert "TFJobSucceeded" in tfjobs.event_reasons("mnist-mwms")
+
+
+def test_pss_with_evaluator_succeeds_when_the_chief_finishes(tfjobs: TFJobs) -> None:
+    """2. ParameterServerStrategy with an evaluator: ps and workers cleaned up."""
+    tfjobs.create(example("mnist-pss.yaml"))
+    job = tfjobs.wait_state("mnist-pss", "Succeeded", TRAINING_TIMEOUT)
+    chief = results(tfjobs, "mnist-pss-chief-0")
+    assert chief["strategy"] == "parameter-server"
+    assert chief["accuracy"] >= chief["accuracy_threshold"]
+    evaluator = results(tfjobs, "mnist-pss-evaluator-0")
+    assert evaluator["task"] == {"type": "evaluator", "index": 0}
+    assert evaluator["accuracy"] >= evaluator["accuracy_threshold"]
+    # cleanPodPolicy Running (the default): the ps and workers, which never exit, are gone.
+    pods = tfjobs.wait_pods(
+        "mnist-pss",
+        lambda pods: (
+            sorted(p.metadata.name for p in pods) == ["mnist-pss-chief-0", "mnist-pss-evaluator-0"]
+        ),
+        "only the chief and the evaluator left",
+    )
+    assert {p.status.phase for p in pods} == {"Succeeded"}
+    assert job["status"]["replicaStatuses"]["Chief"]["succeeded"] == 1
+
+
+def test_killed_mwms_worker_restarts_the_group_and_resumes(
+    tfjobs: TFJobs, backend: Backend
+) -> None:
+    """3. A worker SIGKILLed mid-training: one group restart, resume from the backup."""
+    tfjobs.create(set_args(example("mnist-mwms.yaml"), ["--epochs", "30"]))
+    wait_for_log(tfjobs, "mnist-mwms-worker-1", "epoch 3/30")
+    backend.kill_container(tfjobs.namespace, "mnist-mwms-worker-1")
+    job = tfjobs.wait_state("mnist-mwms", "Succeeded", TRAINING_TIMEOUT)
+    assert job["status"]["restartCount"] == 1
+    assert job["status"]["replicaGenerations"] == {"worker-0": 1, "worker-1": 1}
+    (restart,) = [e for e in tfjobs.events("mnist-mwms") if e.reason == "TFJobRestarting"]
+    assert "worker-1 exited with code 137" in restart.message
+    chief = results(tfjobs, "mnist-mwms-worker-0")
+    assert chief["initial_epoch"] >= 2, "training must resume from the backup, not from 0"
+    assert chief["accuracy"] >= chief["accuracy_threshold"]
+
+
+def test_user_error_fails_the_job_and_cleans_up(tfjobs: TFJobs) -> None:
+    """4. Exit 1 under ExitCode is a bug in the training code: Failed, not retried."""
+    job = example("mnist-mwms.yaml")
+    job["spec"]["tfReplicaSpecs"]["Chief"] = copy.deepcopy(job["spec"]["tfReplicaSpecs"]["Worker"])
+    job["spec"]["tfReplicaSpecs"]["Chief"]["replicas"] = 1
+    chief = job["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]
+    chief["command"] = ["python", "-c", "import tensorflow, sys; sys.exit('learning rate < 0')"]
+    chief["args"] = []
+    tfjobs.create(job)
+    failed = tfjobs.wait_state("mnist-mwms", "Failed", TRAINING_TIMEOUT)
+    message = condition(failed, "Failed")["message"]
+    assert "chief-0 exited with code 1" in message
+    assert failed["status"]["restartCount"] == 0
+    # The workers, still waiting for the chief, are deleted (cleanPodPolicy Running).
+    tfjobs.wait_pods(
+        "mnist-mwms",
+        lambda pods: [p.metadata.name for p in pods] == ["mnist-mwms-chief-0"],
+        "only the failed chief left",
+    )
+    log = tfjobs.core.read_namespaced_pod_log("mnist-mwms-chief-0", tfjobs.namespace)
+    assert "learning rate < 0" in log
+
+
+def test_job_asking_for_too_many_gpus_stays_pending_and_says_why(tfjobs: TFJobs) -> None:
+    """5. More nvidia.com/gpu than the cluster has: Pending, and the status says why."""
+    job = example("mnist-gpu.yaml")
+    for spec in job["spec"]["tfReplicaSpecs"].values():
+        spec["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 64
+    tfjobs.create(job)
+    pending = tfjobs.wait_for(
+        "mnist-gpu",
+        lambda j: (condition(j, "Running") or {}).get("reason") == "Unschedulable",
+        "the Unschedulable reason",
+        120,
+    )
+    assert "nvidia.com/gpu" in condition(pending, "Running")["message"]
+    time.sleep(5)
+    job = tfjobs.get("mnist-gpu")
+    assert job["status"]["state"] == "Created"
+    assert all(p.status.phase == "Pending" for p in tfjobs.pods("mnist-gpu"))
+    unschedulable = [e for e in tfjobs.events("mnist-gpu") if e.reason == "Unschedulable"]
+    assert len(unschedulable) == 1
+    assert unschedulable[0].type == "Warning"
+
+
+def test_operator_restart_mid_training_creates_no_duplicates(
+    tfjobs: TFJobs, backend: Backend
+) -> None:
+    """6. The operator killed and restarted while the job trains: it finishes, once."""
+    job = set_args(example("mnist-mwms.yaml"), ["--epochs", "20"])
+    with PodCreations(backend.api_client, tfjobs.namespace, "mnist-mwms") as creations:
+        tfjobs.create(job)
+        wait_for_log(tfjobs, "mnist-mwms-worker-0", "epoch 2/20")
+        backend.kill_operator()
+        time.sleep(3)
+        backend.start_operator()
+        finished = tfjobs.wait_state("mnist-mwms", "Succeeded", TRAINING_TIMEOUT)
+    assert creations.duplicates() == []
+    assert sorted(name for name, _, _ in creations.added) == [
+        "mnist-mwms-worker-0",
+        "mnist-mwms-worker-1",
+    ]
+    assert finished["status"]["restartCount"] == 0
+    assert results(tfjobs, "mnist-mwms-worker-0")["accuracy"] >= 0.9
+
+
+def test_deleting_a_running_tfjob_removes_its_pods_and_services(tfjobs: TFJobs) -> None:
+    """7. Deleting a running TFJob garbage-collects every pod and service."""
+    tfjobs.create(set_args(example("mnist-pss.yaml"), ["--epochs", "200"]))
+    tfjobs.wait_state("mnist-pss", "Running", TRAINING_TIMEOUT)
+    assert len(tfjobs.services("mnist-pss")) == 5
+    tfjobs.delete("mnist-pss")
+    tfjobs.wait_gone("mnist-pss", 120)

@@ -1,0 +1,97 @@
+"""The control-plane benchmark runs end to end at N=5 and its results hold together.
+
+This keeps the harness working; it asserts no timing (figures come from `make bench`).
+The harness starts its own control planes and kwok, so this test needs no session cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+JOBS = 5
+REPLICAS = 7  # the default shape: chief=1, worker=4, ps=2
+
+
+@pytest.mark.timeout(900)
+def test_bench_smoke_run_at_n5(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--n",
+            str(JOBS),
+            "--nodes",
+            "2",
+            "--output-dir",
+            str(tmp_path / "results"),
+            "--name",
+            "smoke",
+            "--work-dir",
+            str(tmp_path / "state"),
+            "--timeout",
+            "300",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=840,
+        check=False,
+    )
+    assert done.returncode == 0, f"bench failed:\n{done.stderr[-4000:]}"
+    assert not (tmp_path / "state").exists(), "the cluster state dir was not cleaned up"
+
+    doc = json.loads((tmp_path / "results" / "smoke.json").read_text())
+    assert doc["complete"] is True
+    assert doc["error"] is None
+    assert doc["settings"]["replicas"] == {"Chief": 1, "Worker": 4, "PS": 2}
+    assert doc["machine"]["cpus"] >= 1
+    assert doc["software"]["kubernetes"].startswith("v1.")
+    (run,) = doc["runs"]
+    assert run["n"] == JOBS
+
+    floor, operator = run["floor"], run["operator"]
+    children = JOBS * REPLICAS
+    assert floor["objects"] == 2 * children
+    assert floor["requests"]["by_code"] == {"201": 2 * children}
+
+    assert operator["jobs_succeeded"] == JOBS
+    assert operator["pods_created"] == operator["services_created"] == children
+    assert operator["pods_left_running"] == 0
+    assert operator["cleanup_seconds"] is not None
+    assert run["ratio_to_floor"] == pytest.approx(
+        operator["create_seconds"] / floor["create_seconds"], abs=0.01
+    )
+    for key in ("create_to_pods_seconds", "exit_to_succeeded_seconds"):
+        summary = operator[key]
+        assert summary["count"] == JOBS
+        assert 0 < summary["min"] <= summary["p50"] <= summary["p99"] <= summary["max"]
+
+    requests = operator["requests"]
+    # The API server's two records of the operator's requests agree: the audit log and
+    # the priority-and-fairness count of its flow schema.
+    assert requests["total"] == requests["apf_dispatched"]
+    assert requests["by_kind"]["create pods"] >= children
+    assert requests["by_kind"]["create services"] >= children
+    assert requests["per_job"] == pytest.approx(requests["total"] / JOBS, abs=0.01)
+    # The operator's own counters agree with what the API server saw it create.
+    own = operator["own_metrics"]
+    assert own["tfjob_operator_pods_created_total"] == children
+    assert own["tfjob_operator_services_created_total"] == children
+
+    process = operator["process"]
+    assert process["peak_rss_mib"] >= process["rss_at_ready_mib"] > 0
+    assert process["cpu_seconds"] > 0
+    assert process["log_error_lines"] == 0, process["log_error_examples"]
+
+    png = (tmp_path / "results" / "smoke.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert f"| {JOBS} | {2 * children} |" in done.stdout

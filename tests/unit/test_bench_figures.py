@@ -1,0 +1,206 @@
+"""How the benchmark turns the audit log, watch moments and metrics into its figures."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# The benchmark is not an installed package: it runs from the repository root.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench import audit, measure, promtext, report
+from bench.stats import percentile, summarize
+
+pytestmark = pytest.mark.unit
+
+OPERATOR = "tfjob-bench:operator"
+DRIVER = "tfjob-bench:driver"
+
+
+def event(
+    user: str,
+    verb: str,
+    resource: str,
+    name: str,
+    code: int,
+    received: str,
+    at: str,
+    *,
+    stage: str = "ResponseComplete",
+    subresource: str = "",
+) -> dict[str, Any]:
+    ref = {"resource": resource, "namespace": "ns", "name": name}
+    if subresource:
+        ref["subresource"] = subresource
+    return {
+        "kind": "Event",
+        "stage": stage,
+        "verb": verb,
+        "user": {"username": user, "groups": ["system:authenticated"]},
+        "objectRef": ref,
+        "responseStatus": {"code": code},
+        "requestURI": f"/api/v1/namespaces/ns/{resource}/{name}",
+        "requestReceivedTimestamp": f"2026-01-01T00:00:{received}Z",
+        "stageTimestamp": f"2026-01-01T00:00:{at}Z",
+    }
+
+
+def test_percentiles_interpolate_between_ranks() -> None:
+    values = [float(v) for v in range(1, 11)]
+    assert percentile(values, 50) == pytest.approx(5.5)
+    assert percentile(values, 99) == pytest.approx(9.91)
+    assert percentile([3.0], 99) == 3.0
+    with pytest.raises(ValueError, match="no values"):
+        percentile([], 50)
+    summary = summarize([0.2, 0.1, 0.4])
+    assert summary["count"] == 3
+    assert summary["p50"] == pytest.approx(0.2)
+    assert summary["max"] == pytest.approx(0.4)
+    assert summarize([]) == {"count": 0}
+
+
+def test_audit_policy_records_only_the_given_users() -> None:
+    policy = audit.policy(["a", "b"])
+    assert policy["rules"] == [{"level": "Metadata", "users": ["a", "b"]}, {"level": "None"}]
+    assert policy["omitStages"] == ["RequestReceived"]
+
+
+def test_audit_events_parse_into_requests_with_microsecond_times() -> None:
+    request = audit.parse_event(
+        event(
+            DRIVER,
+            "patch",
+            "pods",
+            "j-chief-0",
+            200,
+            "01.000001",
+            "01.250001",
+            subresource="status",
+        )
+    )
+    assert request.kind == "patch pods/status"
+    assert request.is_write
+    assert request.at - request.received == pytest.approx(0.25, abs=1e-6)
+    non_resource = audit.parse_event(
+        {
+            **event(OPERATOR, "get", "", "", 200, "01", "01"),
+            "objectRef": None,
+            "requestURI": "/api?timeout=32s",
+        }
+    )
+    assert non_resource.kind == "get /api"
+    assert not non_resource.is_write
+
+
+def test_counts_break_requests_down_by_kind_and_code() -> None:
+    requests = [
+        audit.parse_event(e)
+        for e in (
+            event(OPERATOR, "create", "pods", "j-worker-0", 201, "01", "02"),
+            event(OPERATOR, "create", "pods", "j-worker-0", 409, "03", "04"),
+            event(OPERATOR, "watch", "pods", "", 200, "00", "00", stage="ResponseStarted"),
+            event(OPERATOR, "watch", "pods", "", 200, "00", "09"),
+            event(DRIVER, "create", "tfjobs", "j", 201, "00", "00"),
+        )
+    ]
+    mine = audit.completed(requests, OPERATOR)
+    counts = audit.count(mine)
+    assert counts.total == 3
+    assert counts.writes == 2
+    assert counts.by_kind == {"create pods": 2, "watch pods": 1}
+    assert counts.by_code == {"200": 1, "201": 1, "409": 1}
+    assert audit.watch_starts(requests) == {OPERATOR: {"pods": 1}}
+
+
+def test_tail_returns_only_complete_new_lines(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    tail = audit.Tail(log)
+    assert tail.new() == []
+    first = json.dumps(event(OPERATOR, "list", "pods", "", 200, "01", "01"))
+    second = json.dumps(
+        event(OPERATOR, "watch", "pods", "", 200, "01", "01", stage="ResponseStarted")
+    )
+    log.write_text(first + "\n" + second[:20])
+    assert [r.verb for r in tail.new()] == ["list"]
+    with log.open("a") as out:
+        out.write(second[20:] + "\n")
+    assert [r.verb for r in tail.new()] == ["watch"]
+    assert tail.new() == []
+
+
+def test_per_job_latencies_come_from_the_servers_moments() -> None:
+    requests = [
+        audit.parse_event(e)
+        for e in (
+            event(DRIVER, "create", "tfjobs", "a", 201, "00.000", "00.100"),
+            event(DRIVER, "create", "tfjobs", "b", 201, "00.050", "00.200"),
+            event(OPERATOR, "create", "pods", "a-chief-0", 201, "00.300", "00.400"),
+            event(OPERATOR, "create", "pods", "a-worker-0", 201, "00.300", "00.900"),
+            event(OPERATOR, "create", "pods", "b-chief-0", 201, "00.300", "00.700"),
+            event(OPERATOR, "create", "services", "b-chief-0", 201, "00.300", "01.500"),
+            event(DRIVER, "patch", "pods", "a-chief-0", 200, "02", "02.5", subresource="status"),
+            event(DRIVER, "patch", "pods", "b-worker-0", 200, "02", "02.6", subresource="status"),
+        )
+    ]
+    created = measure.jobs_created(requests, DRIVER)
+    pods = audit.created(requests, "pods")
+    latencies = measure.per_job(created, measure.children_done(pods))
+    assert latencies == pytest.approx({"a": 0.8, "b": 0.5})
+    span = measure.creation_span(
+        [r for r in requests if r.resource == "tfjobs"], pods + audit.created(requests, "services")
+    )
+    assert span.seconds == pytest.approx(1.5)
+    assert span.objects == 4
+    assert measure.distinct_names(pods + audit.created(requests, "services")) == 4
+    exits = measure.leader_exits(requests, DRIVER, {"a-chief-0": "a", "b-chief-0": "b"})
+    assert list(exits) == ["a"]
+
+
+PROMETHEUS = """\
+# HELP apiserver_flowcontrol_dispatched_requests_total Number of requests executed
+# TYPE apiserver_flowcontrol_dispatched_requests_total counter
+apiserver_flowcontrol_dispatched_requests_total{flow_schema="op",priority_level="exempt"} 323
+apiserver_flowcontrol_dispatched_requests_total{flow_schema="exempt",priority_level="exempt"} 9000
+# HELP apiserver_terminated_watchers_total Number of watchers closed due to unresponsiveness
+# TYPE apiserver_terminated_watchers_total counter
+apiserver_terminated_watchers_total{group="",resource="pods"} 7
+apiserver_terminated_watchers_total{group="tfjob.dev",resource="tfjobs"} 1
+# HELP tfjob_operator_pods_created_total Pods created
+# TYPE tfjob_operator_pods_created_total counter
+tfjob_operator_pods_created_total 35.0
+tfjob_operator_pods_created_created 1.7e9
+"""
+
+
+def test_server_and_operator_metrics_are_read_by_name() -> None:
+    assert promtext.dispatched_requests(PROMETHEUS, "op") == 323
+    assert promtext.dispatched_requests(PROMETHEUS, "nobody") == 0
+    assert promtext.terminated_watchers(PROMETHEUS) == {"pods": 7, "tfjobs.tfjob.dev": 1}
+    assert promtext.counters(PROMETHEUS, "tfjob_operator_") == {
+        "tfjob_operator_pods_created_total": 35.0
+    }
+    assert promtext.counters(None, "tfjob_operator_") == {}
+
+
+def test_table_has_a_row_per_run_with_the_ratio() -> None:
+    latency = {"p50": 0.5, "p99": 0.9}
+    run = report.run_entry(
+        10,
+        {"objects": 140, "create_seconds": 2.0},
+        {
+            "create_seconds": 3.0,
+            "create_to_pods_seconds": latency,
+            "exit_to_succeeded_seconds": latency,
+            "requests": {"per_job": 60.0, "writes_per_job": 59.5},
+            "process": {"peak_rss_mib": 150.0, "cpu_seconds_after_ready": 4.25},
+        },
+    )
+    assert run["ratio_to_floor"] == 1.5
+    lines = report.table({"runs": [run]}).splitlines()
+    assert len(lines) == 3
+    assert lines[2].startswith("| 10 | 140 | 2.00 s | 3.00 s | 1.50x |")
+    assert "60.0 (59.5)" in lines[2]
