@@ -37,30 +37,28 @@ class BenchClusterError(RuntimeError):
     pass
 
 
-class AuditedControlPlane(ControlPlane):
-    """The local control plane with an audit log of the benchmark's users.
-
-    ControlPlane has no option for extra API server flags; every component's command line
-    passes through `_spawn`, so the flags are added there.
-    """
-
-    def __init__(self, state_dir: Path, **kwargs: Any) -> None:
-        super().__init__(state_dir, **kwargs)
-        self.audit_log = state_dir / "audit.log"
-        self.audit_policy = state_dir / "audit-policy.yaml"
-
-    def _spawn(self, name: str, argv: list[str]) -> ManagedProcess:
-        if name == "kube-apiserver":
-            self.audit_policy.write_text(yaml.safe_dump(audit.policy(AUDITED_USERS)))
-            argv = [
-                *argv,
-                f"--audit-policy-file={self.audit_policy}",
-                f"--audit-log-path={self.audit_log}",
+def audited_control_plane(state_dir: Path, **kwargs: Any) -> ControlPlane:
+    """The local control plane with an audit log of the benchmark's users."""
+    policy = state_dir / "audit-policy.yaml"
+    state_dir.mkdir(parents=True, exist_ok=True)
+    policy.write_text(yaml.safe_dump(audit.policy(AUDITED_USERS)))
+    return ControlPlane(
+        state_dir,
+        extra_args={
+            "kube-apiserver": [
+                f"--audit-policy-file={policy}",
+                f"--audit-log-path={audit_log_path(state_dir)}",
                 "--audit-log-format=json",
                 "--audit-log-maxsize=0",
                 "--audit-log-mode=blocking",
             ]
-        return super()._spawn(name, argv)
+        },
+        **kwargs,
+    )
+
+
+def audit_log_path(state_dir: Path) -> Path:
+    return state_dir / "audit.log"
 
 
 @dataclass(frozen=True)
@@ -171,7 +169,7 @@ class BenchCluster:
         self.node_count = nodes
         self._say = say
         self.binaries = binaries_module.locate(*binaries_module.CONTROL_PLANE, "kwok")
-        self.plane = AuditedControlPlane(state_dir, binaries=self.binaries)
+        self.plane = audited_control_plane(state_dir, binaries=self.binaries)
         self.kwok: ManagedProcess | None = None
         self.kubeconfigs: dict[str, Path] = {}
         self.startup_seconds = 0.0
@@ -239,7 +237,7 @@ class BenchCluster:
 
     @property
     def audit_log(self) -> Path:
-        return self.plane.audit_log
+        return audit_log_path(self.plane.state_dir)
 
     def kubeconfig(self, user: str) -> Path:
         return self.kubeconfigs[user]

@@ -48,9 +48,12 @@ def test_chief_success_completes_and_deletes_running_workers(tfjobs: TFJobs) -> 
     pods = tfjobs.wait_pods("chief-ok", lambda p: len(p) == 1, "only the chief's pod left")
     assert pods[0].metadata.name == "chief-ok-chief-0"
     assert pods[0].status.phase == "Succeeded"
-    reasons = tfjobs.event_reasons("chief-ok")
-    assert reasons.count("SuccessfulCreatePod") == 3
-    assert "TFJobSucceeded" in reasons
+    events = tfjobs.events("chief-ok")
+    created = [e.message for e in events if e.reason == "SuccessfulCreatePod"]
+    assert created == ["Created pods chief-ok-chief-0, chief-ok-worker-0, chief-ok-worker-1"]
+    deleted = [e.message for e in events if e.reason == "SuccessfulDeletePod"]
+    assert deleted == ["Deleted pods chief-ok-worker-0, chief-ok-worker-1: cleanPodPolicy Running"]
+    assert "TFJobSucceeded" in [e.reason for e in events]
 
 
 def test_worker_zero_decides_success_without_a_chief(tfjobs: TFJobs) -> None:

@@ -45,6 +45,9 @@ async def run_operator(
         return await kopf_credentials()
 
     kopf.configure(verbose=verbose, log_format=kopf.LogFormat.PLAIN)
+    if not verbose:
+        # kopf logs every handler call at INFO: one line per watch event of every pod.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     scope = f"namespaces {', '.join(namespaces)}" if namespaces else "all namespaces"
     logger.info(
         "tfjob-operator watching %s; /healthz on :%d, /metrics on :%d",
