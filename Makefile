@@ -15,6 +15,8 @@ BIN := $(VENV)/bin
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := python3.11
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
+DEMO_ARGS ?=
 
 .PHONY: help env binaries test lint format typecheck unit integration e2e demo cluster cluster-down bench e2e-kind crd manifests examples generated-check clean
 
@@ -33,8 +35,8 @@ $(VENV)/.synced: $(UV) uv.lock pyproject.toml operator/pyproject.toml trainer/py
 
 env: $(VENV)/.synced ## Install the pinned Python environment (.venv)
 
-binaries: ## Build the pinned Kubernetes, etcd and helm binaries into the cache (skips what is built)
-	hack/build-binaries.sh kubernetes etcd helm
+binaries: ## Build the pinned Kubernetes, etcd, helm and kwok binaries into the cache (skips what is built)
+	hack/build-binaries.sh kubernetes etcd helm kwok
 
 lint: env ## Ruff lint and format check
 	$(BIN)/ruff check .
@@ -72,6 +74,16 @@ generated-check: env binaries ## Fail if a generated file (CRD, manifests, examp
 	$(BIN)/python hack/gen_crd.py --check
 	$(BIN)/python hack/gen_manifests.py --check
 	$(BIN)/python hack/gen_examples.py --check
+
+demo: env binaries ## The main job: local cluster, operator, MWMS and PSS TFJobs trained to completion
+	$(BIN)/python hack/demo.py $(DEMO_ARGS)
+
+bench: env binaries ## Control-plane benchmark: N = 10, 100, 500 TFJobs on kwok nodes against the API server's floor
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+e2e-kind: env binaries ## The e2e scenarios on a kind cluster (needs Docker)
+	hack/build-binaries.sh kind
+	$(BIN)/pytest tests/e2e --backends kind $(PYTEST_ARGS)
 
 cluster: env binaries ## Start the local cluster in the background and print its KUBECONFIG
 	$(BIN)/tfjob-localcluster up --state-dir $(TFJOB_CACHE)/cluster

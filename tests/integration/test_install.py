@@ -19,27 +19,19 @@ from typing import Any
 import pytest
 from support.tfjobs import TFJobs, shell_replica, tfjob
 
-from tfjob_localcluster.binaries import locate
+from tfjob_localcluster.chart import CHART, RELEASE, run_helm
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "charts" / "tfjob-operator"
-RELEASE = "tfjob-operator"
 
 
 class Helm:
     def __init__(self, kubeconfig: str) -> None:
-        self.path = str(locate("helm").helm)
         self.kubeconfig = kubeconfig
 
     def __call__(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [self.path, f"--kubeconfig={self.kubeconfig}", *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        done = run_helm(self.kubeconfig, *args)
         if check and done.returncode != 0:
             raise AssertionError(f"helm {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
         return done

@@ -13,9 +13,6 @@ The scenarios are written once against `Backend`; `--backends` picks which run
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,11 +21,11 @@ import pytest
 from kubernetes import client, config
 
 from support.operator_process import OperatorProcess
-from tfjob_localcluster.binaries import MissingBinaryError, locate, read_versions
+from tfjob_localcluster import kind
+from tfjob_localcluster.binaries import locate
+from tfjob_localcluster.chart import install_operator
+from tfjob_localcluster.kind import KindCluster, run
 
-ROOT = Path(__file__).resolve().parents[2]
-OPERATOR_IMAGE = "tfjob-operator:0.1.0"
-TRAINER_IMAGE = "tfjob-trainer:0.1.0"
 BACKENDS = ("local", "kind")
 
 
@@ -76,35 +73,18 @@ class KindBackend:
     release_namespace = "tfjob-system"
 
     def __init__(self, workdir: Path) -> None:
-        versions = read_versions()
-        self.kind = str(locate("kind").kind)
-        self.helm = str(locate("helm").helm)
+        self.cluster = KindCluster(workdir)
+        self.kubeconfig = str(self.cluster.kubeconfig)
         self.kubectl = str(locate("kubectl").kubectl)
-        self.cluster_name = f"tfjob-e2e-{int(time.time())}"
-        self.node_image = versions["KIND_NODE_IMAGE"]
-        self.kubeconfig = str(workdir / "kind.kubeconfig")
         self.api_client: client.ApiClient
 
     def create(self) -> None:
-        _run(
-            self.kind, "create", "cluster", "--name", self.cluster_name,
-            "--image", self.node_image, "--kubeconfig", self.kubeconfig, "--wait", "120s",
-        )  # fmt: skip
-        for dockerfile, image in (
-            ("operator/Dockerfile", OPERATOR_IMAGE),
-            ("trainer/Dockerfile", TRAINER_IMAGE),
-        ):
-            _run("docker", "build", "-f", str(ROOT / dockerfile), "-t", image, str(ROOT))
-            _run(self.kind, "load", "docker-image", image, "--name", self.cluster_name)
-        _run(
-            self.helm, f"--kubeconfig={self.kubeconfig}", "install", "tfjob-operator",
-            str(ROOT / "charts" / "tfjob-operator"), "--namespace", self.release_namespace,
-            "--create-namespace", "--wait", "--timeout=180s",
-        )  # fmt: skip
+        self.cluster.create()
+        install_operator(self.kubeconfig, self.release_namespace)
         self.api_client = config.new_client_from_config(config_file=self.kubeconfig)
 
     def delete(self) -> None:
-        _run(self.kind, "delete", "cluster", "--name", self.cluster_name, check=False)
+        self.cluster.delete()
 
     def kill_operator(self) -> None:
         self._kubectl("scale", "deployment/tfjob-operator", "--replicas=0")
@@ -118,39 +98,19 @@ class KindBackend:
         self._kubectl("rollout", "status", "deployment/tfjob-operator", "--timeout=120s")
 
     def kill_container(self, namespace: str, pod: str, container: str = "tensorflow") -> None:
+        """SIGKILL from the node: inside the container, pid 1 ignores it."""
         body = json.loads(self._kubectl("get", "pod", pod, "-n", namespace, "-o", "json", ns=False))
         status = next(c for c in body["status"]["containerStatuses"] if c["name"] == container)
         container_id = status["containerID"].split("://", 1)[1]
-        node = body["spec"]["nodeName"]
         pid_of = (
             f"crictl inspect --output go-template --template '{{{{.info.pid}}}}' {container_id}"
         )
-        _run("docker", "exec", node, "sh", "-c", f"kill -9 $({pid_of})")
+        # A kind node's Docker container is named like the node.
+        run("docker", "exec", body["spec"]["nodeName"], "sh", "-c", f"kill -9 $({pid_of})")
 
     def _kubectl(self, *args: str, ns: bool = True) -> str:
         scope = ["-n", self.release_namespace] if ns else []
-        return _run(self.kubectl, f"--kubeconfig={self.kubeconfig}", *scope, *args)
-
-
-def kind_unavailable() -> str | None:
-    """Why kind cannot run here, or None."""
-    if shutil.which("docker") is None:
-        return "docker is not installed"
-    info = subprocess.run(["docker", "info"], capture_output=True, text=True, check=False)
-    if info.returncode != 0:
-        return "no container engine: `docker info` cannot reach a Docker daemon"
-    try:
-        locate("kind")
-    except MissingBinaryError:
-        return "kind is not built: run `hack/build-binaries.sh kind` (make e2e-kind does)"
-    return None
-
-
-def _run(*argv: str, check: bool = True) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
-    if check and done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stdout}\n{done.stderr}")
-    return done.stdout
+        return run(self.kubectl, f"--kubeconfig={self.kubeconfig}", *scope, *args)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -189,12 +149,12 @@ def backend(
             request.getfixturevalue("k8s_client"),
         )
         return
-    reason = kind_unavailable()
+    reason = kind.unavailable()
     if reason is not None:
         pytest.skip(f"kind backend: {reason}")
-    kind = KindBackend(tmp_path_factory.mktemp("kind"))
+    cluster = KindBackend(tmp_path_factory.mktemp("kind"))
     try:
-        kind.create()
-        yield kind
+        cluster.create()
+        yield cluster
     finally:
-        kind.delete()
+        cluster.delete()

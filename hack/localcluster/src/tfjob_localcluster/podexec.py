@@ -91,13 +91,13 @@ def enter_namespaces(spec: dict[str, Any]) -> None:
     if hostname:
         name = hostname.encode()
         _check(_libc.sethostname(name, len(name)), "sethostname")
-    if spec.get("uid"):
-        _expose(spec.get("expose", []))
     mounts = sorted(spec.get("mounts", []), key=lambda m: m["target"].count("/"))
     # Every source is opened before anything is mounted: a volume mounted on a parent of
-    # the node's state dir (an emptyDir on /tmp, say) would otherwise hide the sources
-    # of the mounts after it.
+    # the node's state dir (an emptyDir on /tmp, say), or the cover laid over /root by
+    # _expose, would otherwise hide the sources of the mounts after it.
     sources = [_open_path(m["source"], "mount source") for m in mounts]
+    if spec.get("uid"):
+        _expose(spec.get("expose", []))
     for mount, fd in zip(mounts, sources, strict=True):
         source, target = mount["source"], mount["target"]
         _prepare_target(source, target)

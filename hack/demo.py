@@ -1,0 +1,273 @@
+"""`make demo`: the whole system at work, from an empty machine to two trained models.
+
+Starts the local cluster (the control plane built from source and the process node),
+installs the TFJob CRD and the operator with the Helm chart (the operator runs as a pod),
+submits examples/mnist-mwms.yaml and examples/mnist-pss.yaml, shows their progress as it
+happens, prints each job's result, and stops the cluster.
+
+    hack/demo.py                  # local cluster, stopped at the end
+    hack/demo.py --keep           # leave it running (`make cluster-down` stops it)
+    hack/demo.py --kubeconfig K   # use an existing cluster (the images must be available)
+    hack/demo.py --kind           # a kind cluster built from this checkout (needs Docker)
+
+Exits 1 if a job did not succeed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "hack" / "localcluster" / "src"))
+
+from tfjob_localcluster.binaries import cache_root  # noqa: E402
+from tfjob_localcluster.chart import install_operator  # noqa: E402
+from tfjob_localcluster.kind import KindCluster, unavailable  # noqa: E402
+
+EXAMPLES = ("mnist-mwms.yaml", "mnist-pss.yaml")
+NAMESPACE = "demo"
+RESULT_PREFIX = "TFJOB_RESULT "
+STARTED = time.monotonic()
+
+
+def say(message: str) -> None:
+    print(f"[{time.monotonic() - STARTED:6.1f}s] {message}", flush=True)
+
+
+def banner(title: str) -> None:
+    print(f"\n==> {title}", flush=True)
+
+
+@contextmanager
+def cluster(args: argparse.Namespace) -> Iterator[str]:
+    """The kubeconfig of the cluster the demo runs on, for as long as it is needed."""
+    if args.kubeconfig:
+        banner(f"Using the cluster of {args.kubeconfig}")
+        yield args.kubeconfig
+        return
+    if args.kind:
+        reason = unavailable()
+        if reason:
+            raise SystemExit(f"--kind: {reason}")
+        banner("Creating a kind cluster and loading the images built from this checkout")
+        kind = KindCluster(Path(tempfile.mkdtemp(prefix="tfjob-demo-")), say=say)
+        kind.create()
+        try:
+            yield str(kind.kubeconfig)
+        finally:
+            if args.keep:
+                print(f"    kind cluster {kind.name} kept: export KUBECONFIG={kind.kubeconfig}")
+            else:
+                kind.delete()
+        return
+    banner("Starting the local cluster (the one `make cluster` runs)")
+    print("    etcd, kube-apiserver, kube-controller-manager and kube-scheduler built from")
+    print("    source, and the process node, which runs each pod's containers as processes")
+    print("    in the pod's own network namespace")
+    state_dir = cache_root() / "cluster"
+    was_running = localcluster("status", state_dir).returncode == 0
+    up = localcluster("up", state_dir)
+    if up.returncode != 0:
+        raise SystemExit(f"the local cluster did not start:\n{up.stderr}")
+    kubeconfig = up.stdout.strip().removeprefix("export KUBECONFIG=")
+    say(f"cluster ready, KUBECONFIG={kubeconfig}")
+    try:
+        yield kubeconfig
+    finally:
+        if args.keep or was_running:
+            banner("The cluster keeps running")
+            print(f"    export KUBECONFIG={kubeconfig}")
+            print(f"    kubectl get tfjobs,pods -n {NAMESPACE}")
+            print("    stop it with: make cluster-down")
+        else:
+            banner("Stopping the local cluster")
+            localcluster("down", state_dir)
+
+
+def localcluster(command: str, state_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tfjob_localcluster.cli", command, "--state-dir", str(state_dir)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+class Progress:
+    """Prints what changed since the last look: job states, pods, trainer lines."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.states: dict[str, tuple[str, str]] = {}
+        self.pods: dict[str, str] = {}
+        self.log_lines: dict[str, int] = {}
+
+    def poll(self) -> list[dict[str, Any]]:
+        jobs = self.custom.list_namespaced_custom_object("tfjob.dev", "v1", NAMESPACE, "tfjobs")
+        for job in jobs["items"]:
+            self._job(job)
+        pods = self.core.list_namespaced_pod(NAMESPACE).items
+        for pod in pods:
+            self._pod(pod)
+        for gone in set(self.pods) - {p.metadata.name for p in pods}:
+            del self.pods[gone]
+            say(f"  pod/{gone:<24} deleted")
+        return list(jobs["items"])
+
+    def _job(self, job: dict[str, Any]) -> None:
+        name = job["metadata"]["name"]
+        status = job.get("status") or {}
+        conditions = status.get("conditions") or []
+        latest = max(conditions, key=lambda c: c["lastUpdateTime"], default=None)
+        if latest is None:
+            return  # the operator has not seen it yet
+        state = (status.get("state", "Created"), latest["message"])
+        if self.states.get(name) != state:
+            self.states[name] = state
+            say(f"tfjob/{name}: {state[0]:<10} {state[1]}")
+
+    def _pod(self, pod: Any) -> None:
+        name = pod.metadata.name
+        phase = pod.status.phase or "Pending"
+        if pod.metadata.deletion_timestamp:
+            phase = "Terminating"
+        if self.pods.get(name) != phase:
+            self.pods[name] = phase
+            say(f"  pod/{name:<24} {phase}")
+        if phase in ("Running", "Succeeded", "Failed") and self._leads(pod):
+            self._trainer_lines(name)
+
+    @staticmethod
+    def _leads(pod: Any) -> bool:
+        labels = pod.metadata.labels or {}
+        return (
+            labels.get("tfjob.dev/job-role") == "chief"
+            or labels.get("tfjob.dev/replica-type") == "evaluator"
+        )
+
+    def _trainer_lines(self, pod: str) -> None:
+        try:
+            log = self.core.read_namespaced_pod_log(pod, NAMESPACE, container="tensorflow")
+        except client.ApiException:
+            return
+        lines = log.splitlines()
+        for line in lines[self.log_lines.get(pod, 0) :]:
+            if line.startswith("[") and (" epoch " in line or "evaluated" in line):
+                say(f"    {pod}: {line}")
+        self.log_lines[pod] = len(lines)
+
+
+def results(core: client.CoreV1Api, pod: str) -> dict[str, Any] | None:
+    try:
+        log = core.read_namespaced_pod_log(pod, NAMESPACE, container="tensorflow")
+    except client.ApiException:
+        return None
+    for line in log.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            parsed: dict[str, Any] = json.loads(line.removeprefix(RESULT_PREFIX))
+            return parsed
+    return None
+
+
+def report(api: client.ApiClient, jobs: list[dict[str, Any]]) -> bool:
+    banner("Results")
+    core = client.CoreV1Api(api)
+    succeeded = True
+    for job in sorted(jobs, key=lambda j: j["metadata"]["name"]):
+        name = job["metadata"]["name"]
+        status = job.get("status") or {}
+        state = status.get("state")
+        succeeded &= state == "Succeeded"
+        print(f"  {name}: {state}, restarts {status.get('restartCount', 0)}")
+        leader = "chief-0" if "Chief" in job["spec"]["tfReplicaSpecs"] else "worker-0"
+        for pod, role in ((f"{name}-{leader}", "trained"), (f"{name}-evaluator-0", "evaluated")):
+            found = results(core, pod)
+            if found is None:
+                continue
+            print(
+                f"    {role:<9} accuracy {found['accuracy']:.3f} "
+                f"(threshold {found['accuracy_threshold']}), loss {found['loss']:.3f}, "
+                f"{found['examples_per_second']:.0f} examples/s, "
+                f"{found['replicas']} replica(s), strategy {found['strategy']}, "
+                f"{found['wall_seconds']:.0f} s"
+            )
+    return succeeded
+
+
+def run(kubeconfig: str, timeout: float) -> bool:
+    banner("Installing the TFJob CRD and the operator with the Helm chart")
+    say("helm upgrade --install tfjob-operator charts/tfjob-operator (waits for its pod)")
+    install_operator(kubeconfig)
+    say("the operator is running (a pod on the node, under the chart's service account)")
+    api = config.new_client_from_config(config_file=kubeconfig)
+    core = client.CoreV1Api(api)
+    with contextlib.suppress(client.ApiException):
+        core.delete_namespace(NAMESPACE)  # a kept cluster may hold an earlier demo's jobs
+    while _exists(core, NAMESPACE):
+        time.sleep(0.5)
+    core.create_namespace({"metadata": {"name": NAMESPACE}})
+    while not core.list_namespaced_service_account(NAMESPACE).items:
+        time.sleep(0.2)
+    banner(f"Submitting {', '.join('examples/' + e for e in EXAMPLES)}")
+    custom = client.CustomObjectsApi(api)
+    for name in EXAMPLES:
+        job = yaml.safe_load((ROOT / "examples" / name).read_text())
+        custom.create_namespaced_custom_object("tfjob.dev", "v1", NAMESPACE, "tfjobs", job)
+        say(f"created tfjob/{job['metadata']['name']}")
+    banner("Training (job states, pods, and the chief's and evaluator's progress)")
+    progress = Progress(api)
+    deadline = time.monotonic() + timeout
+    jobs = progress.poll()
+    while not all((j.get("status") or {}).get("state") in ("Succeeded", "Failed") for j in jobs):
+        if time.monotonic() > deadline:
+            say(f"timed out after {timeout:.0f}s")
+            break
+        time.sleep(1)
+        jobs = progress.poll()
+    # The clean-up that follows success: ps and workers, which never exit, are deleted.
+    for _ in range(5):
+        time.sleep(1)
+        progress.poll()
+    return report(api, jobs)
+
+
+def _exists(core: client.CoreV1Api, namespace: str) -> bool:
+    try:
+        core.read_namespace(namespace)
+    except client.ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--kubeconfig", help="run on this cluster instead of a local one")
+    where.add_argument("--kind", action="store_true", help="run on a new kind cluster")
+    parser.add_argument("--keep", action="store_true", help="leave the cluster running")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds for the jobs")
+    args = parser.parse_args()
+    with cluster(args) as kubeconfig:
+        ok = run(kubeconfig, args.timeout)
+    banner("Both TFJobs succeeded" if ok else "A TFJob did not succeed")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
