@@ -13,6 +13,8 @@ import io
 import sys
 from pathlib import Path
 
+from generated import sync
+
 from tfjob_operator.cli import main as tfjob_operator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,22 +60,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if an example is stale")
     args = parser.parse_args()
-    stale = []
-    for relative, arguments in EXAMPLES.items():
-        path = ROOT / relative
-        text = render(arguments)
-        if path.exists() and path.read_text() == text:
-            continue
-        if args.check:
-            stale.append(relative)
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        print(f"wrote {relative}")
-    if stale:
-        print("out of date (run hack/gen_examples.py): " + ", ".join(stale), file=sys.stderr)
-        return 1
-    return 0
+    files = {ROOT / relative: render(arguments) for relative, arguments in EXAMPLES.items()}
+    return sync(files, check=args.check, generator="hack/gen_examples.py")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from generated import sync
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "tfjob-operator"
@@ -113,20 +114,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if manifests/ is stale")
     args = parser.parse_args()
-    stale = []
-    for path, text in expected_files().items():
-        if path.exists() and path.read_text() == text:
-            continue
-        if args.check:
-            stale.append(str(path.relative_to(ROOT)))
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        print(f"wrote {path.relative_to(ROOT)}")
-    if stale:
-        print("out of date (run hack/gen_manifests.py): " + ", ".join(stale), file=sys.stderr)
-        return 1
-    return 0
+    return sync(expected_files(), check=args.check, generator="hack/gen_manifests.py")
 
 
 if __name__ == "__main__":

@@ -7,11 +7,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes import client, watch
 
 GROUP, VERSION, PLURAL = "tfjob.dev", "v1", "tfjobs"
+T = TypeVar("T")
 SHELL_IMAGE = "localhost/shell:1"
 #: Lets a replica's command know which incarnation it is (0 before any restart).
 GENERATION_ENV = {
@@ -126,17 +127,7 @@ class TFJobs:
         timeout: float = 120,
     ) -> dict[str, Any]:
         """Polls the TFJob until `predicate(job)`; on timeout fails with what was seen."""
-        deadline = time.monotonic() + timeout
-        job: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            job = self.get(name)
-            if predicate(job):
-                return job
-            time.sleep(0.25)
-        raise AssertionError(
-            f"TFJob {name}: timed out after {timeout}s waiting for {what}\n"
-            f"{self.describe(name, job)}"
-        )
+        return self._poll(name, lambda: self.get(name), predicate, what, timeout)
 
     def wait_state(self, name: str, state: str, timeout: float = 120) -> dict[str, Any]:
         return self.wait_for(
@@ -147,12 +138,13 @@ class TFJobs:
         )
 
     def wait_gone(self, name: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.exists(name) and not self.pods(name) and not self.services(name):
-                return
-            time.sleep(0.25)
-        raise AssertionError(f"TFJob {name} or its children still exist after {timeout}s")
+        self._poll(
+            name,
+            lambda: (self.exists(name), self.pods(name), self.services(name)),
+            lambda seen: not any(seen),
+            "the TFJob, its pods and its services to be gone",
+            timeout,
+        )
 
     def wait_pods(
         self,
@@ -161,22 +153,32 @@ class TFJobs:
         what: str,
         timeout: float = 60,
     ) -> list[client.V1Pod]:
-        deadline = time.monotonic() + timeout
-        pods: list[client.V1Pod] = []
-        while time.monotonic() < deadline:
-            pods = self.pods(name)
-            if predicate(pods):
-                return pods
-            time.sleep(0.25)
-        raise AssertionError(
-            f"TFJob {name}: timed out after {timeout}s waiting for pods: {what}\n"
-            f"{self.describe(name)}"
-        )
+        return self._poll(name, lambda: self.pods(name), predicate, f"pods: {what}", timeout)
 
-    def describe(self, name: str, job: Mapping[str, Any] | None = None) -> str:
+    def _poll(
+        self,
+        name: str,
+        fetch: Callable[[], T],
+        predicate: Callable[[T], bool],
+        what: str,
+        timeout: float,
+    ) -> T:
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = fetch()
+            if predicate(seen):
+                return seen
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"TFJob {name}: timed out after {timeout}s waiting for {what}\n"
+                    f"{self.describe(name)}"
+                )
+            time.sleep(0.25)
+
+    def describe(self, name: str) -> str:
         """The job's status, events and pods: what a failing test needs to show."""
         try:
-            job = job or self.get(name)
+            job = self.get(name)
         except client.ApiException as error:
             job = {"error": str(error)}
         lines = ["status: " + json.dumps(job.get("status"), indent=1, sort_keys=True)]

@@ -124,9 +124,10 @@ class Controller:
                 resource_version,
                 merge_patch(job.status, plan.status),
             )
-            if not written:
+            if written is None:
                 return CONFLICT_RETRY_SECONDS
-            expected.replaced_version = resource_version
+            # A write that changed nothing keeps the version: the cache is not behind then.
+            expected.replaced_version = resource_version if written != resource_version else None
             self.metrics.job_state(key, plan.status["state"])
             if any(e.reason == "TFJobRestarting" for e in plan.events):
                 self.metrics.restarts.inc()

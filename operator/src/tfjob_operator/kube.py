@@ -100,11 +100,12 @@ class Kube:
         name: str,
         resource_version: str,
         patch: Mapping[str, Any],
-    ) -> bool:
+    ) -> str | None:
         """Merge-patches the TFJob's status if it is still at `resource_version`.
 
-        False means the object changed since the decision was made (HTTP 409): the caller
-        decides again from the newer object instead of overwriting it.
+        Returns the resourceVersion after the write; None means the object changed since
+        the decision was made (HTTP 409) or is gone: the caller decides again from the
+        newer object instead of overwriting it.
         """
         body = {"metadata": {"resourceVersion": resource_version}, "status": patch}
         status, payload = await self._send(
@@ -119,9 +120,9 @@ class Kube:
             field_manager=FIELD_MANAGER,
         )
         if status in (404, 409):
-            return False
+            return None
         _raise_for(status, f"patch status of tfjob {namespace}/{name}", payload)
-        return True
+        return str(json.loads(payload)["metadata"]["resourceVersion"])
 
     async def delete_job(self, namespace: str, name: str, uid: str) -> bool:
         status, payload = await self._send(
