@@ -37,8 +37,6 @@ EXAMPLES: dict[str, list[str]] = {
         "sine",
         "--workers",
         "2",
-        "--image",
-        "sine-trainer:0.1.0",
         "--train-arg=--entrypoint",
         "--train-arg=sine_regression:main",
         "--train-arg=--epochs",

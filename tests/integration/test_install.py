@@ -164,24 +164,21 @@ def test_rbac_grants_exactly_what_the_operator_uses(kubectl: Any, release_namesp
         assert not can(verb, resource, "-A"), f"the operator must not be granted {verb} {resource}"
 
 
-def test_helm_upgrade_with_changed_values_rolls_the_operator(
-    helm: Helm, kubectl: Any, release_namespace: str
+def test_helm_upgrade_to_a_namespaced_install_runs_tfjobs_with_roles_only(
+    helm: Helm,
+    kubectl: Any,
+    release_namespace: str,
+    namespace: str,
+    k8s_client: Any,
+    session_operator_stopped: None,
 ) -> None:
+    """Changed values roll the operator; watchNamespaces swaps the ClusterRole for Roles."""
     before = _operator_pod(kubectl, release_namespace)["metadata"]["uid"]
     helm(
-        "upgrade",
-        RELEASE,
-        str(CHART),
-        "--namespace",
-        release_namespace,
-        "--reuse-values",
-        "--set",
-        "clusterDomain=cluster.local",
-        "--set",
-        "resources.limits.memory=384Mi",
-        "--wait",
-        "--timeout=120s",
-    )
+        "upgrade", RELEASE, str(CHART), "--namespace", release_namespace, "--reuse-values",
+        "--set", f"watchNamespaces={{{namespace}}}", "--set", "clusterDomain=cluster.local",
+        "--set", "resources.limits.memory=384Mi", "--wait", "--timeout=120s",
+    )  # fmt: skip
     deadline = time.monotonic() + 60
     pod = _operator_pod(kubectl, release_namespace)
     while pod["metadata"]["uid"] == before:
@@ -189,9 +186,23 @@ def test_helm_upgrade_with_changed_values_rolls_the_operator(
         time.sleep(0.5)
         pod = _operator_pod(kubectl, release_namespace)
     container = pod["spec"]["containers"][0]
+    assert f"--namespace={namespace}" in container["args"]
     assert "--cluster-domain=cluster.local" in container["args"]
     assert container["resources"]["limits"]["memory"] == "384Mi"
     assert "REVISION: 2" in helm("status", RELEASE, "--namespace", release_namespace).stdout
+    assert kubectl("get", "clusterrole", RELEASE, check=False).returncode != 0
+    account = f"--as=system:serviceaccount:{release_namespace}:{RELEASE}"
+    assert kubectl("auth", "can-i", "create", "pods", "-n", namespace, account).stdout == "yes\n"
+    denied = kubectl("auth", "can-i", "create", "pods", "-A", account, check=False)
+    assert denied.stdout.strip() == "no"
+
+    tfjobs = TFJobs(k8s_client, namespace)
+    tfjobs.create(tfjob("namespaced", {"Worker": shell_replica("sleep 1", 2)}))
+    job = tfjobs.wait_state("namespaced", "Succeeded", 120)
+    worker = tfjobs.pods("namespaced")[0]
+    config = next(e.value for e in worker.spec.containers[0].env if e.name == "TF_CONFIG")
+    assert f"namespaced-worker-1.{namespace}.svc.cluster.local:2222" in config
+    assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] >= 1
 
 
 def test_helm_uninstall_removes_the_operator_and_keeps_the_crd(

@@ -92,12 +92,11 @@ def enter_namespaces(spec: dict[str, Any]) -> None:
         name = hostname.encode()
         _check(_libc.sethostname(name, len(name)), "sethostname")
     mounts = sorted(spec.get("mounts", []), key=lambda m: m["target"].count("/"))
-    # Every source is opened before anything is mounted: a volume mounted on a parent of
-    # the node's state dir (an emptyDir on /tmp, say), or the cover laid over /root by
-    # _expose, would otherwise hide the sources of the mounts after it.
+    # Every source, and every path of the environment that plays the image, is opened
+    # before anything is mounted: a volume mounted on a parent of the node's state dir or
+    # of the checkout (an emptyDir on /tmp, say) would otherwise hide them.
     sources = [_open_path(m["source"], "mount source") for m in mounts]
-    if spec.get("uid"):
-        _expose(spec.get("expose", []))
+    image = {path: _open_path(path, "image path") for path in spec.get("image_paths", [])}
     for mount, fd in zip(mounts, sources, strict=True):
         source, target = mount["source"], mount["target"]
         _prepare_target(source, target)
@@ -105,31 +104,41 @@ def enter_namespaces(spec: dict[str, Any]) -> None:
         if mount.get("read_only"):
             _mount(None, target, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
         os.close(fd)
+    _keep_image_visible(image, non_root=bool(spec.get("uid")))
 
 
-def _expose(paths: list[str]) -> None:
-    """Makes the Python installation that plays the image readable by a non-root user.
+def _keep_image_visible(image: dict[str, int], non_root: bool) -> None:
+    """Puts back the paths of the image that a volume, or a closed directory, hides.
 
-    An interpreter under /root (pyenv's, say) cannot be reached by uid 1000 because /root
-    is not searchable. For each such path, the closed ancestor is covered with a small
-    tmpfs holding only the way down to the path, which is bind-mounted back: the user
-    can run Python, but sees nothing else of the covered directory.
+    Here the image is the project's Python environment on the host, so its files can sit
+    below a volume's mount point (a checkout under /tmp, with an emptyDir on /tmp) or
+    below a directory other users cannot enter (pyenv's interpreter under /root, for a
+    container with runAsUser). A closed directory is covered with a small tmpfs; a path
+    no longer visible gets its mount point created (in the covering volume or tmpfs) and
+    is bind-mounted back. The container sees the image, and nothing else of what covers it.
     """
     covered: set[str] = set()
-    for path in paths:
-        closed = _closed_ancestor(path)
-        if closed is None:
-            continue
-        fd = _open_path(path, "python installation")
-        if closed not in covered:
+    for path, fd in image.items():
+        closed = _closed_ancestor(path) if non_root else None
+        if closed is not None and closed not in covered:
             _check(
                 _libc.mount(b"tmpfs", closed.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=755"),
                 f"mount tmpfs on {closed}",
             )
             covered.add(closed)
-        Path(path).mkdir(mode=0o755, parents=True, exist_ok=True)
-        _mount(f"/proc/self/fd/{fd}", path, MS_BIND | MS_REC)
+        if not _same_file(path, fd):
+            Path(path).mkdir(mode=0o755, parents=True, exist_ok=True)
+            _mount(f"/proc/self/fd/{fd}", path, MS_BIND | MS_REC)
         os.close(fd)
+
+
+def _same_file(path: str, fd: int) -> bool:
+    try:
+        seen = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (seen.st_dev, seen.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _closed_ancestor(path: str) -> str | None:

@@ -26,9 +26,20 @@ def python_bin_dir() -> str:
     return str(Path(sys.executable).parent)
 
 
-def python_installation() -> list[str]:
-    """Where the interpreter of the project's environment really lives (its base prefix)."""
-    return sorted({os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)})
+def image_paths() -> list[str]:
+    """The host directories that play the image: the interpreter's installation, the
+    project's environment, and the sources its editable installs point to.
+
+    The smallest set of real paths that covers them (no path inside another).
+    """
+    candidates = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
+    candidates |= {os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)}
+    ordered = sorted(candidates)
+    kept: list[str] = []
+    for path in ordered:
+        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(path)
+    return kept
 
 
 @dataclass

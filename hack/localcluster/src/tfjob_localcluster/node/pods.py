@@ -21,7 +21,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-from tfjob_localcluster.node.config import python_installation
+from tfjob_localcluster.node.config import image_paths
 from tfjob_localcluster.node.containers import ContainerRunner
 from tfjob_localcluster.node.context import NodeContext
 from tfjob_localcluster.node.dns import HostsFile
@@ -275,7 +275,7 @@ class PodWorker:
             uid=uid,
             gid=gid,
             groups=groups,
-            expose=python_installation(),
+            image_paths=image_paths(),
         )
 
     async def exec_in(

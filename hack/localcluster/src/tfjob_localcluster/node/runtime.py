@@ -47,8 +47,8 @@ class LaunchSpec:
     gid: int | None = None
     groups: list[int] = field(default_factory=list)
     join_pid: int | None = None
-    #: Directories of the Python installation a non-root container must be able to read.
-    expose: list[str] = field(default_factory=list)
+    #: Host directories that play the image: kept visible under volumes and to non-root.
+    image_paths: list[str] = field(default_factory=list)
 
 
 def exit_code_of(returncode: int) -> int:

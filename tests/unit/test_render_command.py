@@ -1,0 +1,49 @@
+"""`tfjob-operator render`: a TFJob's children printed without a cluster."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def render(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tfjob_operator.cli", "render", "-f", str(path), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_renders_a_service_and_a_pod_per_replica() -> None:
+    done = render(ROOT / "examples" / "mnist-pss.yaml", "--namespace", "ml")
+    assert done.returncode == 0, done.stderr
+    objects = list(yaml.safe_load_all(done.stdout))
+    names = sorted((o["kind"], o["metadata"]["name"]) for o in objects)
+    replicas = ["chief-0", "evaluator-0", "ps-0", "worker-0", "worker-1"]
+    assert names == sorted(
+        [("Pod", f"mnist-pss-{r}") for r in replicas]
+        + [("Service", f"mnist-pss-{r}") for r in replicas]
+    )
+    assert {o["metadata"]["namespace"] for o in objects} == {"ml"}
+
+
+def test_invalid_job_prints_each_problem_and_fails(tmp_path: Path) -> None:
+    job = yaml.safe_load((ROOT / "examples" / "mnist-pss.yaml").read_text())
+    del job["spec"]["tfReplicaSpecs"]["Worker"]
+    job["spec"]["tfReplicaSpecs"]["Chief"]["replicas"] = 2
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(job))
+    done = render(path)
+    assert done.returncode == 1
+    assert "spec.tfReplicaSpecs.Chief.replicas: must be at most 1" in done.stderr
+    assert "PS needs Worker" in done.stderr
+    assert done.stdout == ""
