@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -198,6 +199,31 @@ def test_eviction_hook_fails_the_pod_as_the_eviction_manager_does(
     assert terminated["exitCode"] in (137, 143)
     assert container_status(pod)["restartCount"] == 0  # evicted pods are not restarted
     assert pods.wait_event("victim", "Evicted")["type"] == "Warning"
+
+
+def test_python_environment_stays_usable_under_volumes_and_for_non_root(
+    pods: Pods, namespace: str
+) -> None:
+    """The "image" is the project's environment on the host: a volume mounted over the
+    directory that holds the checkout, and a non-root user, must not take it away."""
+    top = "/" + Path(sys.prefix).resolve().parts[1]  # e.g. /tmp or /work: covers the checkout
+    pods.create(
+        pod_manifest(
+            "covered",
+            securityContext={"runAsUser": 65532, "runAsGroup": 65532},
+            containers=[
+                container(
+                    "main",
+                    ["python", "-c", "import tfjob_localcluster, os; print('ran as', os.getuid())"],
+                    volumeMounts=[{"name": "scratch", "mountPath": top}],
+                )
+            ],
+            volumes=[{"name": "scratch", "emptyDir": {}}],
+        )
+    )
+    pod = pods.wait_phase("covered", "Succeeded")
+    assert container_status(pod)["state"]["terminated"]["exitCode"] == 0
+    assert "ran as 65532" in pods.log("covered", "main")
 
 
 def test_signal_hook_kills_the_container_process_like_a_crash(

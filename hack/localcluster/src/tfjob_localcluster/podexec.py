@@ -97,6 +97,9 @@ def enter_namespaces(spec: dict[str, Any]) -> None:
     # of the checkout (an emptyDir on /tmp, say) would otherwise hide them.
     sources = [_open_path(m["source"], "mount source") for m in mounts]
     image = {path: _open_path(path, "image path") for path in spec.get("image_paths", [])}
+    # Which directories a non-root user cannot enter is read on the host's tree, before a
+    # volume replaces part of it.
+    closed = {p: _closed_ancestor(p) for p in image} if spec.get("uid") else {}
     for mount, fd in zip(mounts, sources, strict=True):
         source, target = mount["source"], mount["target"]
         _prepare_target(source, target)
@@ -104,10 +107,10 @@ def enter_namespaces(spec: dict[str, Any]) -> None:
         if mount.get("read_only"):
             _mount(None, target, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
         os.close(fd)
-    _keep_image_visible(image, non_root=bool(spec.get("uid")))
+    _keep_image_visible(image, closed)
 
 
-def _keep_image_visible(image: dict[str, int], non_root: bool) -> None:
+def _keep_image_visible(image: dict[str, int], closed: dict[str, str | None]) -> None:
     """Puts back the paths of the image that a volume, or a closed directory, hides.
 
     Here the image is the project's Python environment on the host, so its files can sit
@@ -119,13 +122,14 @@ def _keep_image_visible(image: dict[str, int], non_root: bool) -> None:
     """
     covered: set[str] = set()
     for path, fd in image.items():
-        closed = _closed_ancestor(path) if non_root else None
-        if closed is not None and closed not in covered:
+        cover = closed.get(path)
+        if cover is not None and cover not in covered:
+            Path(cover).mkdir(parents=True, exist_ok=True)
             _check(
-                _libc.mount(b"tmpfs", closed.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=755"),
-                f"mount tmpfs on {closed}",
+                _libc.mount(b"tmpfs", cover.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=755"),
+                f"mount tmpfs on {cover}",
             )
-            covered.add(closed)
+            covered.add(cover)
         if not _same_file(path, fd):
             Path(path).mkdir(mode=0o755, parents=True, exist_ok=True)
             _mount(f"/proc/self/fd/{fd}", path, MS_BIND | MS_REC)
