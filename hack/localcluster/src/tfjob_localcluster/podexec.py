@@ -92,14 +92,14 @@ def enter_namespaces(spec: dict[str, Any]) -> None:
         name = hostname.encode()
         _check(_libc.sethostname(name, len(name)), "sethostname")
     mounts = sorted(spec.get("mounts", []), key=lambda m: m["target"].count("/"))
-    # Every source, and every path of the environment that plays the image, is opened
-    # before anything is mounted: a volume mounted on a parent of the node's state dir or
-    # of the checkout (an emptyDir on /tmp, say) would otherwise hide them.
+    # Every mount source and every host path the container must see (the environment that
+    # plays the image, the default working dir) is opened before anything is mounted: a
+    # volume mounted on a parent of the node's state dir or of the checkout (an emptyDir
+    # on /tmp, say) would otherwise hide them.
     sources = [_open_path(m["source"], "mount source") for m in mounts]
-    image = {path: _open_path(path, "image path") for path in spec.get("image_paths", [])}
-    # Which directories a non-root user cannot enter is read on the host's tree, before a
-    # volume replaces part of it.
-    closed = {p: _closed_ancestor(p) for p in image} if spec.get("uid") else {}
+    host = {path: _open_path(path, "host path") for path in spec.get("host_paths", [])}
+    if spec.get("uid"):
+        _cover_closed_directories(host)
     for mount, fd in zip(mounts, sources, strict=True):
         source, target = mount["source"], mount["target"]
         _prepare_target(source, target)
@@ -107,29 +107,29 @@ def enter_namespaces(spec: dict[str, Any]) -> None:
         if mount.get("read_only"):
             _mount(None, target, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
         os.close(fd)
-    _keep_image_visible(image, closed)
+    _put_back_hidden(host)
 
 
-def _keep_image_visible(image: dict[str, int], closed: dict[str, str | None]) -> None:
-    """Puts back the paths of the image that a volume, or a closed directory, hides.
+def _cover_closed_directories(host: dict[str, int]) -> None:
+    """Covers each directory a non-root user cannot enter on the way to a host path
+    (/root, for pyenv's interpreter) with a small tmpfs: the user sees nothing of it but
+    what `_put_back_hidden` binds back."""
+    for cover in sorted({c for c in map(_closed_ancestor, host) if c is not None}):
+        _check(
+            _libc.mount(b"tmpfs", cover.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=755"),
+            f"mount tmpfs on {cover}",
+        )
+
+
+def _put_back_hidden(host: dict[str, int]) -> None:
+    """Binds back, at its own path, each host path a volume or a cover now hides.
 
     Here the image is the project's Python environment on the host, so its files can sit
-    below a volume's mount point (a checkout under /tmp, with an emptyDir on /tmp) or
-    below a directory other users cannot enter (pyenv's interpreter under /root, for a
-    container with runAsUser). A closed directory is covered with a small tmpfs; a path
-    no longer visible gets its mount point created (in the covering volume or tmpfs) and
-    is bind-mounted back. The container sees the image, and nothing else of what covers it.
+    below a volume's mount point (a checkout under /tmp, with an emptyDir on /tmp). The
+    mount point is created in what covers it, so the container sees the path and nothing
+    else of what lies beside it on the host.
     """
-    covered: set[str] = set()
-    for path, fd in image.items():
-        cover = closed.get(path)
-        if cover is not None and cover not in covered:
-            Path(cover).mkdir(parents=True, exist_ok=True)
-            _check(
-                _libc.mount(b"tmpfs", cover.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, b"mode=755"),
-                f"mount tmpfs on {cover}",
-            )
-            covered.add(cover)
+    for path, fd in host.items():
         if not _same_file(path, fd):
             Path(path).mkdir(mode=0o755, parents=True, exist_ok=True)
             _mount(f"/proc/self/fd/{fd}", path, MS_BIND | MS_REC)
@@ -188,26 +188,16 @@ def die_with_parent(parent_pid: int) -> None:
 
 def run(spec: dict[str, Any]) -> None:
     cwd = spec["cwd"]
-    # The node's scratch dir (the default working dir) may be hidden by a volume mounted
-    # on one of its parents; the descriptor keeps it reachable.
-    before = os.open(cwd, os.O_PATH | os.O_CLOEXEC) if os.path.isdir(cwd) else None
     enter_namespaces(spec)
-    hidden = before is not None and not os.path.isdir(cwd)
-    if not spec.get("join_pid") and not hidden:
+    if not spec.get("join_pid"):
         # Like runc: create the working directory when the image does not have it.
         Path(cwd).mkdir(parents=True, exist_ok=True)
     drop_privileges(spec)
     die_with_parent(spec["parent_pid"])
     try:
-        if hidden:
-            assert before is not None
-            os.fchdir(before)
-        else:
-            os.chdir(cwd)
+        os.chdir(cwd)
     except OSError as error:
         raise ShimError("StartError", f"chdir to {cwd}: {error.strerror}") from None
-    if before is not None:
-        os.close(before)
     argv, env = spec["argv"], spec["env"]
     try:
         os.execvpe(argv[0], argv, env)

@@ -265,17 +265,18 @@ class PodWorker:
             }
         )
         in_netns = self.sandbox.netns is not None
+        cwd = container.get("workingDir") or str(self.dir / "scratch")
         return LaunchSpec(
             argv=argv,
             env=env,
-            cwd=container.get("workingDir") or str(self.dir / "scratch"),
+            cwd=cwd,
             netns=str(self.sandbox.netns) if in_netns else None,
             hostname=pod_hostname(self.pod) if in_netns else None,
             mounts=self.sandbox.mounts() + mounts,
             uid=uid,
             gid=gid,
             groups=groups,
-            image_paths=image_paths(),
+            host_paths=[*image_paths(), *([] if container.get("workingDir") else [cwd])],
         )
 
     async def exec_in(

@@ -47,8 +47,9 @@ class LaunchSpec:
     gid: int | None = None
     groups: list[int] = field(default_factory=list)
     join_pid: int | None = None
-    #: Host directories that play the image: kept visible under volumes and to non-root.
-    image_paths: list[str] = field(default_factory=list)
+    #: Host directories the container must see at their own paths, whatever volume or
+    #: closed directory lies over them: the environment playing the image, the scratch dir.
+    host_paths: list[str] = field(default_factory=list)
 
 
 def exit_code_of(returncode: int) -> int:
