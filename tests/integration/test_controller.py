@@ -20,14 +20,6 @@ SLEEP = "sleep 3600"
 FLAKY = 'if [ "$GENERATION" = 0 ]; then sleep 1; exit 137; fi; sleep 2'
 
 
-def uids(pods: list) -> dict[str, str]:
-    return {p.metadata.name: p.metadata.uid for p in pods}
-
-
-def generations(pods: list) -> dict[str, str]:
-    return {p.metadata.name: p.metadata.labels["tfjob.dev/replica-generation"] for p in pods}
-
-
 def test_chief_success_completes_and_deletes_running_workers(tfjobs: TFJobs) -> None:
     tfjobs.create(
         tfjob("chief-ok", {"Chief": shell_replica("sleep 2"), "Worker": shell_replica(SLEEP, 2)})
@@ -173,33 +165,43 @@ def test_evicted_pod_is_restarted_even_under_never(
 
 
 def test_ps_job_restarts_a_failed_worker_alone(tfjobs: TFJobs) -> None:
-    tfjobs.create(
-        tfjob(
-            "psjob",
-            {
-                "Chief": shell_replica(SLEEP, policy="ExitCode"),
-                "PS": shell_replica(SLEEP, policy="ExitCode"),
-                "Worker": shell_replica(
-                    '[ "$HOSTNAME" = psjob-worker-1 ] || exec sleep 3600; ' + FLAKY, 2, "ExitCode"
-                ),
-            },
+    with PodCreations(tfjobs.core.api_client, tfjobs.namespace, "psjob") as creations:
+        tfjobs.create(
+            tfjob(
+                "psjob",
+                {
+                    "Chief": shell_replica(SLEEP, policy="ExitCode"),
+                    "PS": shell_replica(SLEEP, policy="ExitCode"),
+                    "Worker": shell_replica(
+                        '[ "$HOSTNAME" = psjob-worker-1 ] || exec sleep 3600; ' + FLAKY,
+                        2,
+                        "ExitCode",
+                    ),
+                },
+            )
         )
-    )
-    tfjobs.wait_state("psjob", "Running", 60)
-    before = uids(tfjobs.pods("psjob"))
-    job = tfjobs.wait_for(
-        "psjob",
-        lambda j: (
-            (j.get("status") or {}).get("restartCount") == 1 and j["status"]["state"] == "Running"
-        ),
-        "one restart, running again",
-        60,
-    )
-    after = uids(tfjobs.pods("psjob"))
+        job = tfjobs.wait_for(
+            "psjob",
+            lambda j: (
+                (j.get("status") or {}).get("restartCount") == 1
+                and j["status"]["state"] == "Running"
+            ),
+            "one restart, running again",
+            60,
+        )
+        time.sleep(1)
     assert job["status"]["replicaGenerations"] == {"worker-1": 1}
-    assert after["psjob-worker-1"] != before["psjob-worker-1"]
+    created = sorted((name, generation) for name, generation, _ in creations.added)
+    assert created == [
+        ("psjob-chief-0", "0"),
+        ("psjob-ps-0", "0"),
+        ("psjob-worker-0", "0"),
+        ("psjob-worker-1", "0"),
+        ("psjob-worker-1", "1"),
+    ], "only worker 1 is replaced; the chief, the ps and worker 0 keep running"
+    phases = {p.metadata.name: p.status.phase for p in tfjobs.pods("psjob")}
     for name in ("psjob-chief-0", "psjob-ps-0", "psjob-worker-0"):
-        assert after[name] == before[name], f"{name} must keep running"
+        assert phases[name] == "Running", f"{name} must keep running"
 
 
 def test_active_deadline_fails_a_job_with_no_other_event(tfjobs: TFJobs) -> None:

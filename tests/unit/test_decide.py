@@ -448,6 +448,11 @@ def test_unschedulable_pod_is_reported_once() -> None:
     assert "Insufficient nvidia.com/gpu" in running["message"]
     assert [e.reason for e in plan.events] == ["Unschedulable"]
     assert run(MWMS, pods, plan.status).events == []
+    # Another pod becomes unschedulable first in the report: the message moves, no new event.
+    more = [pod(MWMS, "chief-0", "Pending", status=unschedulable), *pods[1:]]
+    again = run(MWMS, more, plan.status)
+    assert "chief-0 is pending" in condition(again.status, "Running")["message"]
+    assert again.events == []
 
 
 def test_deleting_job_is_left_to_the_garbage_collector() -> None:

@@ -493,8 +493,10 @@ class _Decision:
             message = f"{key} is pending: {reason}"
             if pod.pending_message:
                 message += f": {pod.pending_message}"
+            # An event on the transition only: the message follows whichever pod the
+            # scheduler reported on last, and must not repeat the event each time.
             before = cond.find(self.conditions, ConditionType.RUNNING)
-            if before is None or (before.get("reason"), before.get("message")) != (reason, message):
+            if before is None or (before.get("status"), before.get("reason")) != ("False", reason):
                 self._event(WARNING, reason, message)
             self._set(ConditionType.RUNNING, False, reason, message)
 
