@@ -361,16 +361,27 @@ def test_operator_killed_mid_job_recovers_without_duplicates(tfjobs: TFJobs, ope
     assert len(creations.added) == 6, creations.added
 
 
-def test_metrics_count_jobs_pods_and_reconciles(tfjobs: TFJobs, operator: Any) -> None:
-    tfjobs.create(tfjob("metrics", {"Worker": shell_replica("sleep 1", 2)}))
-    tfjobs.wait_state("metrics", "Succeeded", 60)
+def _metric_samples(operator: Any) -> dict[str, float]:
     samples = {}
     for line in operator.metrics().splitlines():
         if line and not line.startswith("#"):
             name, _, value = line.rpartition(" ")
             samples[name] = float(value)
-    assert samples["tfjob_operator_pods_created_total"] >= 2
-    assert samples["tfjob_operator_services_created_total"] >= 2
-    assert samples['tfjob_operator_jobs{state="Succeeded"}'] >= 1
-    assert samples["tfjob_operator_reconcile_duration_seconds_count"] >= 3
-    assert samples["tfjob_operator_reconcile_errors_total"] == 0
+    return samples
+
+
+def test_metrics_count_jobs_pods_and_reconciles(tfjobs: TFJobs, operator: Any) -> None:
+    # The operator is shared by the session: compare with what it had counted before.
+    before = _metric_samples(operator)
+    tfjobs.create(tfjob("metrics", {"Worker": shell_replica("sleep 1", 2)}))
+    tfjobs.wait_state("metrics", "Succeeded", 60)
+    after = _metric_samples(operator)
+
+    def grew(name: str) -> float:
+        return after[name] - before.get(name, 0.0)
+
+    assert grew("tfjob_operator_pods_created_total") == 2
+    assert grew("tfjob_operator_services_created_total") == 2
+    assert after['tfjob_operator_jobs{state="Succeeded"}'] >= 1
+    assert grew("tfjob_operator_reconcile_duration_seconds_count") >= 3
+    assert grew("tfjob_operator_reconcile_errors_total") == 0

@@ -177,6 +177,11 @@ class Controller:
             try:
                 created = await write(namespace, child)
             except ApiError as error:
+                if error.namespace_terminating:
+                    # As Kubernetes' own controllers do: not a failure, and no retry. The
+                    # namespace's deletion removes the job, which ends its worker.
+                    logger.debug("not creating %s %s/%s: %s", kind, namespace, name, error)
+                    return
                 kopf.event(
                     body, type=WARNING, reason=f"FailedCreate{kind.title()}", message=str(error)
                 )

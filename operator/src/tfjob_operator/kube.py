@@ -18,6 +18,7 @@ from kubernetes_asyncio import client, config
 from .api import FIELD_MANAGER, GROUP, PLURAL, VERSION
 
 _MERGE_PATCH = "application/merge-patch+json"
+NAMESPACE_TERMINATING = "NamespaceTerminating"
 
 
 class ApiError(RuntimeError):
@@ -25,11 +26,20 @@ class ApiError(RuntimeError):
 
     def __init__(self, status: int, what: str, body: bytes) -> None:
         try:
-            detail = json.loads(body).get("message", "")
+            payload = json.loads(body)
+            detail = payload.get("message", "")
+            causes = (payload.get("details") or {}).get("causes") or []
         except (ValueError, AttributeError):
             detail = body[:200].decode(errors="replace")
+            causes = []
         super().__init__(f"{what}: HTTP {status}: {detail}")
         self.status = status
+        self.causes = frozenset(str(c.get("reason")) for c in causes if isinstance(c, dict))
+
+    @property
+    def namespace_terminating(self) -> bool:
+        """The namespace is being deleted: it accepts no new objects, and takes the job too."""
+        return self.status == 403 and NAMESPACE_TERMINATING in self.causes
 
 
 async def load_configuration() -> client.Configuration:
