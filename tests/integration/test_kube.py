@@ -7,19 +7,17 @@ import time
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 
-from tfjob_operator.kube import ApiError, Kube
+from tfjob_operator.kube import ApiError, Kube, load_configuration
 
 pytestmark = pytest.mark.integration
 
 HOLD = "tfjob.dev/test-hold"
 
 
-async def _create_pod(kubeconfig: str, namespace: str) -> None:
-    configuration = client.Configuration()
-    await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    async with client.ApiClient(configuration) as api_client:
+async def _create_pod(namespace: str) -> None:
+    async with client.ApiClient(await load_configuration()) as api_client:
         pod = {
             "metadata": {"name": "late"},
             "spec": {"containers": [{"name": "c", "image": "none", "command": ["true"]}]},
@@ -27,9 +25,13 @@ async def _create_pod(kubeconfig: str, namespace: str) -> None:
         await Kube(api_client).create_pod(namespace, pod)
 
 
-def test_create_in_a_terminating_namespace_is_recognised(
-    kubeconfig: str, core_v1: Any, namespace: str
-) -> None:
+@pytest.fixture(autouse=True)
+def _operator_kubeconfig(kubeconfig: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's own loader reads $KUBECONFIG, as when it runs outside a cluster."""
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)
+
+
+def test_create_in_a_terminating_namespace_is_recognised(core_v1: Any, namespace: str) -> None:
     # A finalizer on one object keeps the namespace in Terminating for as long as needed.
     core_v1.create_namespaced_config_map(
         namespace, {"metadata": {"name": "held", "finalizers": [HOLD]}}
@@ -41,17 +43,15 @@ def test_create_in_a_terminating_namespace_is_recognised(
         time.sleep(0.1)
     try:
         with pytest.raises(ApiError) as refused:
-            asyncio.run(_create_pod(kubeconfig, namespace))
+            asyncio.run(_create_pod(namespace))
         assert refused.value.status == 403
         assert refused.value.namespace_terminating
     finally:
         core_v1.patch_namespaced_config_map("held", namespace, {"metadata": {"finalizers": None}})
 
 
-def test_other_refusals_are_not_taken_for_a_terminating_namespace(
-    kubeconfig: str, namespace: str
-) -> None:
+def test_other_refusals_are_not_taken_for_a_terminating_namespace(namespace: str) -> None:
     with pytest.raises(ApiError) as refused:
-        asyncio.run(_create_pod(kubeconfig, f"{namespace}-missing"))
+        asyncio.run(_create_pod(f"{namespace}-missing"))
     assert refused.value.status == 404
     assert not refused.value.namespace_terminating
