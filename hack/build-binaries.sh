@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds the pinned Kubernetes control plane, kubectl, etcd, helm and kwok from the
-# Go module proxy into a cache outside the work tree, one directory per tool and
-# version. What is already built is skipped; each binary is written to a temporary
+# Builds the pinned Kubernetes components (control plane, kubelet, kube-proxy, kubeadm,
+# kubectl), etcd, CoreDNS, helm, kwok, kind and the project's node tools (hack/nodetools:
+# pause, a fake GPU device plugin) from the Go module proxy into a cache outside the work
+# tree, one directory per tool and version. What is already built is skipped; each binary is written to a temporary
 # name and renamed when complete, so an interrupted build leaves nothing half-made.
 #
-#   hack/build-binaries.sh [kubernetes|etcd|helm|kwok|kind|all]   (default: kubernetes etcd helm)
+#   hack/build-binaries.sh [kubernetes|etcd|coredns|helm|kwok|kind|nodetools|all]
+#                                 (default: kubernetes etcd coredns helm nodetools)
 #   hack/build-binaries.sh --print-dir TOOL                  prints where TOOL's binaries live
 #
 # TFJOB_CACHE overrides the cache root (default: ~/.cache/tfjob-operator).
@@ -21,11 +23,19 @@ tool_dir() {
   case "$1" in
     kubernetes) echo "$cache/bin/kubernetes-$KUBERNETES_VERSION" ;;
     etcd) echo "$cache/bin/etcd-$ETCD_VERSION" ;;
+    coredns) echo "$cache/bin/coredns-$COREDNS_VERSION" ;;
     helm) echo "$cache/bin/helm-$HELM_VERSION" ;;
     kwok) echo "$cache/bin/kwok-$KWOK_VERSION" ;;
     kind) echo "$cache/bin/kind-$KIND_VERSION" ;;
+    # Versioned by its sources: any change to them is a new directory.
+    nodetools) echo "$cache/bin/nodetools-$(nodetools_version)" ;;
     *) echo "unknown tool: $1" >&2; return 2 ;;
   esac
+}
+
+nodetools_version() {
+  (cd "$here/nodetools" && find . -type f \( -name '*.go' -o -name 'go.mod' -o -name 'go.sum' \) | LC_ALL=C sort |
+    xargs sha256sum) | sha256sum | cut -c1-12
 }
 
 log() { printf '[build-binaries %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
@@ -75,7 +85,7 @@ wrapper_module() {
 }
 
 build_kubernetes() {
-  local dir names=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+  local dir names=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy kubeadm)
   dir=$(tool_dir kubernetes)
   if all_present "$dir" "${names[@]}"; then log "kubernetes $KUBERNETES_VERSION: present in $dir"; return; fi
   log "kubernetes $KUBERNETES_VERSION: building ${names[*]} (cold: many minutes on 2 cores)"
@@ -125,6 +135,29 @@ build_etcd() {
   run_logged etcd-build env -C "$mod" go build -v -trimpath -ldflags "-s -w" -o "$scratch/etcd" go.etcd.io/etcd/server/v3
   install_from "$scratch" "$dir" etcd
   log "etcd $ETCD_VERSION: built into $dir"
+}
+
+build_coredns() {
+  local dir scratch
+  dir=$(tool_dir coredns)
+  if all_present "$dir" coredns; then log "coredns $COREDNS_VERSION: present in $dir"; return; fi
+  log "coredns $COREDNS_VERSION: building"
+  scratch=$(mktemp -d "$cache/bin/.coredns-build.XXXXXX")
+  run_logged coredns env GOBIN="$scratch" go install -v -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
+  install_from "$scratch" "$dir" coredns
+  log "coredns $COREDNS_VERSION: built into $dir"
+}
+
+# The module in hack/nodetools (its go.sum pins every dependency).
+build_nodetools() {
+  local dir scratch names=(pause gpu-device-plugin)
+  dir=$(tool_dir nodetools)
+  if all_present "$dir" "${names[@]}"; then log "nodetools: present in $dir"; return; fi
+  log "nodetools: building ${names[*]}"
+  scratch=$(mktemp -d "$cache/bin/.nodetools-build.XXXXXX")
+  run_logged nodetools env -C "$here/nodetools" go build -v -trimpath -ldflags "-s -w" -o "$scratch/" ./cmd/...
+  install_from "$scratch" "$dir" "${names[@]}"
+  log "nodetools: built into $dir"
 }
 
 build_helm() {
@@ -183,12 +216,12 @@ flock 9
 rm -rf "$cache"/bin/.*-build.* 2>/dev/null || true
 
 tools=("$@")
-[ ${#tools[@]} -gt 0 ] || tools=(kubernetes etcd helm)
-[ "${tools[0]}" = all ] && tools=(kubernetes etcd helm kwok kind)
+[ ${#tools[@]} -gt 0 ] || tools=(kubernetes etcd coredns helm nodetools)
+[ "${tools[0]}" = all ] && tools=(kubernetes etcd coredns helm kwok kind nodetools)
 for tool in "${tools[@]}"; do
   case "$tool" in
-    kubernetes | etcd | helm | kwok | kind) "build_$tool" ;;
-    *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, helm, kwok, kind, all)" >&2; exit 2 ;;
+    kubernetes | etcd | coredns | helm | kwok | kind | nodetools) "build_$tool" ;;
+    *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, coredns, helm, kwok, kind, nodetools, all)" >&2; exit 2 ;;
   esac
 done
 for tool in "${tools[@]}"; do printf '%-10s %s\n' "$tool" "$(tool_dir "$tool")"; done

@@ -2,24 +2,38 @@
 
 The pinned versions come from hack/versions.env; the cache root is `$TFJOB_CACHE`
 (default `~/.cache/tfjob-operator`, honouring `$XDG_CACHE_HOME`), with one directory
-per tool and version: `<cache>/bin/<tool>-<version>/`.
+per tool and version: `<cache>/bin/<tool>-<version>/`. The project's own node tools
+(hack/nodetools) are versioned by a digest of their sources, as the script computes it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-VERSIONS_ENV = Path(__file__).resolve().parents[3] / "versions.env"
+HACK = Path(__file__).resolve().parents[3]
+VERSIONS_ENV = HACK / "versions.env"
+NODETOOLS = HACK / "nodetools"
 
 # Tool directory name -> (versions.env key, binaries it holds).
 _TOOLS: dict[str, tuple[str, tuple[str, ...]]] = {
     "kubernetes": (
         "KUBERNETES_VERSION",
-        ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
+        (
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kubectl",
+            "kubelet",
+            "kube-proxy",
+            "kubeadm",
+        ),
     ),
     "etcd": ("ETCD_VERSION", ("etcd",)),
+    "coredns": ("COREDNS_VERSION", ("coredns",)),
+    "nodetools": ("", ("pause", "gpu-device-plugin")),
     "helm": ("HELM_VERSION", ("helm",)),
     "kwok": ("KWOK_VERSION", ("kwok",)),
     "kind": ("KIND_VERSION", ("kind",)),
@@ -65,11 +79,27 @@ def cache_root() -> Path:
     return Path(xdg) / "tfjob-operator"
 
 
+def nodetools_version(source: Path = NODETOOLS) -> str:
+    """The digest build-binaries.sh names hack/nodetools' build by: sha256sum's output
+    lines for its Go sources, go.mod and go.sum (sorted by path), hashed again."""
+    files = sorted(
+        f"./{path.relative_to(source)}"
+        for path in source.rglob("*")
+        if path.is_file() and (path.suffix == ".go" or path.name in ("go.mod", "go.sum"))
+    )
+    listing = "".join(
+        f"{hashlib.sha256((source / name).read_bytes()).hexdigest()}  {name}\n" for name in files
+    )
+    return hashlib.sha256(listing.encode()).hexdigest()[:12]
+
+
 def tool_dir(tool: str, versions: dict[str, str] | None = None, cache: Path | None = None) -> Path:
     """The directory hack/build-binaries.sh builds `tool` into (`--print-dir tool`)."""
     if tool not in _TOOLS:
         raise ValueError(f"unknown tool {tool!r}; known: {', '.join(_TOOLS)}")
     key = _TOOLS[tool][0]
+    if not key:
+        return (cache or cache_root()) / "bin" / f"{tool}-{nodetools_version()}"
     versions = read_versions() if versions is None else versions
     if key not in versions:
         raise MissingBinaryError(f"{key} is missing from {VERSIONS_ENV}")
@@ -113,8 +143,32 @@ class Binaries:
         return self.path("kubectl")
 
     @property
+    def kubelet(self) -> Path:
+        return self.path("kubelet")
+
+    @property
+    def kube_proxy(self) -> Path:
+        return self.path("kube-proxy")
+
+    @property
+    def kubeadm(self) -> Path:
+        return self.path("kubeadm")
+
+    @property
     def etcd(self) -> Path:
         return self.path("etcd")
+
+    @property
+    def coredns(self) -> Path:
+        return self.path("coredns")
+
+    @property
+    def pause(self) -> Path:
+        return self.path("pause")
+
+    @property
+    def gpu_device_plugin(self) -> Path:
+        return self.path("gpu-device-plugin")
 
     @property
     def helm(self) -> Path:
@@ -145,6 +199,7 @@ class Binaries:
 
 
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+NODE = ("kubelet", "kube-proxy", "gpu-device-plugin")
 
 
 def locate(*required: str) -> Binaries:

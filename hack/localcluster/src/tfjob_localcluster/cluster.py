@@ -1,12 +1,21 @@
-"""LocalCluster: the control plane and one process node, started and stopped together.
+"""LocalCluster: the control plane and one real node, started and stopped together.
 
     with LocalCluster(Path("/tmp/my-cluster")) as cluster:
-        subprocess.run([cluster.kubectl, "--kubeconfig", cluster.kubeconfig, "get", "nodes"])
+        cluster.load_images(["tfjob-trainer:0.1.0"])
+        subprocess.run(cluster.kubectl_command("get", "nodes"))
 
-Start order: claim a registry slot (pod subnet, network name prefix; sweeps what dead
-clusters left), create the bridge, start the control plane with the API server on the
-bridge gateway (so pods reach it), create the DNS watcher's RBAC, start the node,
-wait until the Node is Ready. Stop runs it backwards and frees the slot.
+The node is a kubelet with containerd, runc and the CNI bridge plugin (Debian's packages),
+kube-proxy, and a GPU device plugin, running as the processes of their own PID, mount,
+network, UTS and IPC namespaces (node/__main__.py), much as a kind node runs in a
+container, but without an image: it sees the host's binaries, while everything it
+writes, mounts or configures stays in those namespaces or in the state dir.
+
+Start order: the Debian packages the node needs (installed when missing), a registry
+slot (subnets, names, cgroup; sweeps what dead clusters left), the cgroup that will hold
+the pods, the veth pair to the node, the control plane with the API server on the host's
+end of it, the node, the controllers; then the node's images (pause, CoreDNS) are
+imported into its containerd, CoreDNS is deployed, and the launcher waits until the Node
+is Ready and cluster DNS answers. Stop runs it backwards.
 """
 
 from __future__ import annotations
@@ -14,57 +23,40 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import shutil
+import signal
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tfjob_localcluster import addons, capabilities, cgroups, network, packages
 from tfjob_localcluster import binaries as binaries_module
-from tfjob_localcluster import network
-from tfjob_localcluster.controlplane import KUBELET_CLIENT_USER, ControlPlane, ControlPlaneError
-from tfjob_localcluster.node.config import DEFAULT_CAPACITY, NodeConfig
-from tfjob_localcluster.node.podspec import DEFAULT_ENTRYPOINTS
+from tfjob_localcluster.controlplane import (
+    CLUSTER_DOMAIN,
+    KUBELET_CLIENT_USER,
+    SERVICE_CIDR,
+    ControlPlane,
+    ControlPlaneError,
+)
+from tfjob_localcluster.images import COREDNS, NODE_IMAGES, PAUSE, ImageStore
+from tfjob_localcluster.node.config import NodeConfig
+from tfjob_localcluster.noderuntime import NodeRuntime
 from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity
 from tfjob_localcluster.registry import Registry, Slot
 from tfjob_localcluster.rest import RestError
 
-DNS_USER = "system:tfjob-localcluster:dns"
-DEFAULT_NODE_NAME = "process-node"
+DEFAULT_NODE_NAME = "tfjob-local-node"
+DEFAULT_GPUS = 4
+CLUSTER_DNS = str(SERVICE_CIDR.network_address + 10)
+NODE_STOP_GRACE = 30.0
+REQUIRED_COMMANDS = ("ip", "unshare", "ctr")
 
 
 class ClusterError(RuntimeError):
     pass
-
-
-def dns_rbac() -> list[tuple[str, dict[str, Any]]]:
-    """(collection, object) pairs granting the DNS watcher read access to its sources."""
-    name = "tfjob-localcluster:dns"
-    role: dict[str, Any] = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": name},
-        "rules": [
-            {"apiGroups": [""], "resources": ["services"], "verbs": ["list", "watch"]},
-            {
-                "apiGroups": ["discovery.k8s.io"],
-                "resources": ["endpointslices"],
-                "verbs": ["list", "watch"],
-            },
-        ],
-    }
-    binding: dict[str, Any] = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": DNS_USER}],
-    }
-    return [
-        ("/apis/rbac.authorization.k8s.io/v1/clusterroles", role),
-        ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", binding),
-    ]
 
 
 class LocalCluster:
@@ -75,49 +67,50 @@ class LocalCluster:
         state_dir: Path,
         *,
         node_name: str = DEFAULT_NODE_NAME,
-        capacity: Mapping[str, str] | None = None,
-        entrypoints: Mapping[str, Sequence[str]] | None = None,
-        restart_backoff_initial: float = 10.0,
-        restart_backoff_max: float = 10.0,
+        gpus: int = DEFAULT_GPUS,
         registry: Registry | None = None,
+        images: ImageStore | None = None,
         say: Callable[[str], None] = lambda _message: None,
     ) -> None:
         self.state_dir = Path(state_dir).resolve()
         self.node_name = node_name
-        self.capacity = {**DEFAULT_CAPACITY, **(capacity or {})}
-        self.entrypoints = {k: list(v) for k, v in (entrypoints or DEFAULT_ENTRYPOINTS).items()}
-        self.restart_backoff_initial = restart_backoff_initial
-        self.restart_backoff_max = restart_backoff_max
+        self.gpus = gpus
         self.registry = registry or Registry()
+        self.images = images or ImageStore(say=say)
         self._say = say
-        self.binaries = binaries_module.locate()
+        self.binaries = binaries_module.locate(*binaries_module.CONTROL_PLANE, *binaries_module.NODE)
         self.kubectl: Path = self.binaries.kubectl
         self.kubeconfig: Path = self.state_dir / "admin.kubeconfig"
         self.api_url = ""
         self.slot: Slot | None = None
         self.control_plane: ControlPlane | None = None
         self.node_process: ManagedProcess | None = None
+        self.node_init: ProcessIdentity | None = None
+        self.runtime: NodeRuntime | None = None
         self.startup_seconds = 0.0
 
     # --- lifecycle -------------------------------------------------------------------
 
-    def start(self, timeout: float = 180) -> LocalCluster:
+    def start(self, timeout: float = 240) -> LocalCluster:
         if os.geteuid() != 0:
             raise ClusterError(
-                "the local cluster needs root: its node creates network namespaces, veth "
-                "pairs, a bridge and mount namespaces for pods"
+                "the local cluster needs root: its node runs in namespaces of its own and "
+                "runs containers"
             )
+        packages.ensure(packages.NODE, say=self._say)
+        missing = [command for command in REQUIRED_COMMANDS if shutil.which(command) is None]
+        if missing:
+            raise ClusterError(f"commands not found: {', '.join(missing)}")
         begin = time.monotonic()
         deadline = begin + timeout
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        # Containers running as another user chdir into their pod's scratch directory
-        # below this one: it must be traversable (its secrets are files of mode 0600).
-        self.state_dir.chmod(0o711)
+        self.state_dir.chmod(0o700)
         try:
             self.slot = self.registry.claim(self.state_dir)
             net = self.slot.network
-            network.create_bridge(net)
-            self._say(f"network: bridge {net.bridge}, pods in {net.subnet}")
+            cgroups.create(self.slot.cgroup_root)
+            network.create_node_link(net)
+            self._say(f"network: node {net.node_address} via {net.host_link}, pods {net.pod_subnet}")
             self.control_plane = ControlPlane(
                 self.state_dir,
                 bind_address=str(net.gateway),
@@ -128,12 +121,14 @@ class LocalCluster:
             self.control_plane.start_api(deadline)
             self.api_url = self.control_plane.api_url
             rest = self.control_plane.rest()
-            for collection, obj in dns_rbac():
+            for collection, obj in addons.kubelet_api_access(KUBELET_CLIENT_USER):
                 rest.create_or_replace(collection, obj)
-            # The node's imports take a while: it starts beside the controllers.
-            self.node_process = self._start_node(self.control_plane, self.slot)
+            self._start_node(self.control_plane, self.slot, deadline)
             self.control_plane.start_controllers(deadline)
-            self._wait_ready(self.control_plane, self.node_process, deadline)
+            self.load_images(NODE_IMAGES)
+            for collection, obj in addons.coredns(COREDNS, CLUSTER_DNS, CLUSTER_DOMAIN):
+                rest.create_or_replace(collection, obj)
+            self._wait_ready(deadline)
         except BaseException:
             self.stop()
             raise
@@ -143,10 +138,17 @@ class LocalCluster:
         return self
 
     def stop(self) -> None:
-        """Stops the node (which stops its pods), the control plane, then frees the slot."""
+        """Stops the node (and with it every pod), the control plane; frees the slot."""
         if self.node_process is not None:
-            self.node_process.stop(grace=30)
+            if self.node_init is not None and self.node_init.alive():
+                os.kill(self.node_init.pid, signal.SIGTERM)
+                deadline = time.monotonic() + NODE_STOP_GRACE
+                while self.node_process.running() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+            self.node_process.stop(grace=5)
             self.node_process = None
+            self.node_init = None
+            self.runtime = None
         if self.control_plane is not None:
             self.control_plane.stop()
             self.control_plane = None
@@ -176,9 +178,18 @@ class LocalCluster:
             raise ClusterError(str(error)) from None
         if not self.node_process.running():
             raise ClusterError(
-                f"the process node exited; last lines of {self.node_process.log_path}:\n"
+                f"the node exited; last lines of {self.node_process.log_path}:\n"
                 f"{self.node_process.tail()}"
             )
+
+    def load_images(self, references: Iterable[str]) -> None:
+        """Imports images built by `make images` into the node (skips those it has)."""
+        if self.runtime is None:
+            raise ClusterError("the cluster is not running")
+        for reference in references:
+            started = time.monotonic()
+            if self.runtime.load(reference, self.images.tar(reference)):
+                self._say(f"image {reference} imported in {time.monotonic() - started:.1f}s")
 
     # --- details ---------------------------------------------------------------------
 
@@ -187,10 +198,20 @@ class LocalCluster:
         return self.state_dir / "logs"
 
     @property
+    def node_dir(self) -> Path:
+        return self.state_dir / "node"
+
+    @property
     def host_ip(self) -> str:
         if self.slot is None:
             raise ClusterError("the cluster is not running")
         return str(self.slot.network.gateway)
+
+    @property
+    def node_ip(self) -> str:
+        if self.slot is None:
+            raise ClusterError("the cluster is not running")
+        return str(self.slot.network.node_ip)
 
     def kubectl_command(self, *args: str) -> list[str]:
         return [str(self.kubectl), f"--kubeconfig={self.kubeconfig}", *args]
@@ -199,90 +220,144 @@ class LocalCluster:
         if self.slot is not None:
             self.registry.record(self.slot.index, identity)
 
-    def _start_node(self, plane: ControlPlane, slot: Slot) -> ManagedProcess:
+    def _node_config(self, plane: ControlPlane, slot: Slot) -> NodeConfig:
         net = slot.network
         pki = plane.pki_dir
-        node_kubeconfig = plane.client_kubeconfig(
-            "node", f"system:node:{self.node_name}", ("system:nodes",)
-        )
-        dns_kubeconfig = plane.client_kubeconfig("dns", DNS_USER)
         serving = plane.ca.issue(
-            pki / "node-serving.crt",
+            pki / "kubelet-serving.crt",
             f"system:node:{self.node_name}",
             dns_names=(self.node_name,),
-            ip_addresses=(str(net.gateway),),
+            ip_addresses=(str(net.node_ip),),
             server=True,
         )
-        api_port = int(self.api_url.rsplit(":", 1)[1])
-        config = NodeConfig(
+        return NodeConfig(
             node_name=self.node_name,
-            state_dir=str(self.state_dir / "node"),
-            kubeconfig=str(node_kubeconfig),
-            dns_kubeconfig=str(dns_kubeconfig),
-            slot=slot.index,
-            subnet=str(net.subnet),
-            registry_dir=str(self.registry.directory),
-            api_host=str(net.gateway),
-            api_port=api_port,
+            state_dir=str(self.node_dir),
+            logs_dir=str(self.logs_dir),
+            host_link=net.node_link,
+            node_address=net.node_address,
+            gateway=str(net.gateway),
+            pod_subnet=str(net.pod_subnet),
+            cgroup_root=slot.cgroup_root,
+            cluster_dns=CLUSTER_DNS,
+            cluster_domain=CLUSTER_DOMAIN,
+            kubelet_kubeconfig=str(
+                plane.client_kubeconfig(
+                    "kubelet", f"system:node:{self.node_name}", ("system:nodes",)
+                )
+            ),
+            kube_proxy_kubeconfig=str(plane.client_kubeconfig("kube-proxy", "system:kube-proxy")),
             serving_cert=str(serving.cert),
             serving_key=str(serving.key),
             client_ca=str(plane.ca.pair.cert),
-            kubelet_client_users=[KUBELET_CLIENT_USER],
-            kubelet_version=self.binaries.kubernetes_version,
-            capacity=dict(self.capacity),
-            entrypoints=self.entrypoints,
-            restart_backoff_initial=self.restart_backoff_initial,
-            restart_backoff_max=self.restart_backoff_max,
+            kubelet=str(self.binaries.kubelet),
+            kube_proxy=str(self.binaries.kube_proxy),
+            gpu_device_plugin=str(self.binaries.gpu_device_plugin),
+            gpu_count=self.gpus,
+            sandbox_image=PAUSE,
+            runtime_binary=capabilities.runtime_binary(),
+            keep_visible=sorted(
+                {
+                    str(self.state_dir),
+                    str(self.binaries.cache),
+                    str(capabilities.RUNTIME_WRAPPER.parent),
+                    *python_paths(),
+                }
+            ),
         )
-        config_path = config.save(self.state_dir / "node.json")
-        process = ManagedProcess(
+
+    def _start_node(self, plane: ControlPlane, slot: Slot, deadline: float) -> None:
+        config = self._node_config(plane, slot)
+        self.node_dir.mkdir(parents=True, exist_ok=True)
+        config_path = config.save(self.node_dir / "node.json")
+        self.node_process = ManagedProcess(
             "node",
-            [sys.executable, "-m", "tfjob_localcluster.node", "--config", str(config_path)],
+            [
+                "unshare", "--pid", "--fork", "--mount-proc", "--mount", "--net", "--uts",
+                "--ipc", "--propagation=private", "--kill-child=SIGTERM",
+                sys.executable, "-m", "tfjob_localcluster.node", "--config", str(config_path),
+            ],  # fmt: skip
             self.logs_dir / "node.log",
         )
-        self._record(process.start())
-        return process
+        self._record(self.node_process.start())
+        self.node_init = self._wait_init(self.node_process, deadline)
+        self._record(self.node_init)
+        network.attach_node(slot.network, self.node_init.pid)
+        self.runtime = NodeRuntime(self.node_init.pid, self.node_dir)
+        self.runtime.wait(max(1.0, deadline - time.monotonic()))
 
-    def _wait_ready(self, plane: ControlPlane, node: ManagedProcess, deadline: float) -> None:
-        """Until the Node is Ready and the service account controller is working."""
-        rest = plane.rest()
+    def _wait_init(self, process: ManagedProcess, deadline: float) -> ProcessIdentity:
+        """The node's init: the child `unshare` forks into the new namespaces."""
+        assert process.pid is not None
+        children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+        while time.monotonic() < deadline:
+            if not process.running():
+                break
+            pids = children.read_text().split() if children.exists() else []
+            if pids and (init := ProcessIdentity.of(int(pids[0]))) is not None:
+                return init
+            time.sleep(0.02)
+        raise ClusterError(f"the node did not start; last lines of {process.log_path}:\n{process.tail()}")
+
+    def _wait_ready(self, deadline: float) -> None:
+        """Until the Node is Ready, CoreDNS is available and service accounts work."""
+        assert self.control_plane is not None
+        rest = self.control_plane.rest()
         started = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=1)).strftime(
             "%Y-%m-%dT%H:%M:%SZ"
         )
+        waiting_for = "the Node"
         while time.monotonic() < deadline:
             self.check()
             try:
-                node_object = rest.request("GET", f"/api/v1/nodes/{self.node_name}")
+                node = rest.request("GET", f"/api/v1/nodes/{self.node_name}")
+                dns = rest.request(
+                    "GET", f"/apis/apps/v1/namespaces/{addons.KUBE_SYSTEM}/deployments/coredns"
+                )
                 rest.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")
             except (RestError, OSError):
                 time.sleep(0.2)
                 continue
-            conditions = node_object.get("status", {}).get("conditions") or []
-            # A Node object left from an earlier run (the state dir keeps etcd) is Ready
+            # A Node object kept from an earlier run (the state dir keeps etcd) is Ready
             # too: only a heartbeat from this start counts.
-            if any(
-                c["type"] == "Ready"
-                and c["status"] == "True"
-                and c.get("lastHeartbeatTime", "") >= started
-                for c in conditions
-            ):
-                self._say(f"node {self.node_name} ready")
+            if not _ready_since(node, started):
+                waiting_for = f"node {self.node_name} to be Ready"
+            elif not (dns.get("status") or {}).get("availableReplicas"):
+                waiting_for = "CoreDNS to be available"
+            else:
+                self._say(f"node {self.node_name} ready, cluster DNS at {CLUSTER_DNS}")
                 return
             time.sleep(0.2)
         raise ClusterError(
-            f"node {self.node_name} not Ready in time; last lines of "
-            f"{node.log_path}:\n{node.tail()}"
+            f"timed out waiting for {waiting_for}; logs in {self.logs_dir} "
+            f"(kubelet.log, containerd.log, node.log)"
         )
 
     def _write_info(self) -> None:
         """cluster.json: how to reach this cluster (read by `tfjob-localcluster status`)."""
+        assert self.node_init is not None
         info = {
             "api_url": self.api_url,
             "kubeconfig": str(self.kubeconfig),
             "kubectl": str(self.kubectl),
             "node_name": self.node_name,
+            "node_ip": self.node_ip,
+            "node_init_pid": self.node_init.pid,
             "host_ip": self.host_ip,
             "slot": self.slot.index if self.slot else None,
             "startup_seconds": round(self.startup_seconds, 2),
         }
         (self.state_dir / "cluster.json").write_text(json.dumps(info, indent=2))
+
+
+def _ready_since(node: Mapping[str, Any], since: str) -> bool:
+    conditions = node.get("status", {}).get("conditions") or []
+    return any(
+        c["type"] == "Ready" and c["status"] == "True" and c.get("lastHeartbeatTime", "") >= since
+        for c in conditions
+    )
+
+
+def python_paths() -> list[str]:
+    """Where the node's init (this interpreter, its environment and sources) lives."""
+    return [os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, *sys.path) if p and os.path.isdir(p)]

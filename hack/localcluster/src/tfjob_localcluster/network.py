@@ -1,37 +1,41 @@
-"""Linux networking for a local cluster: one bridge, and a netns plus veth pair per pod.
+"""The host's side of a local cluster's network: one veth pair between host and node.
 
-Names carry the cluster's prefix (`tfj<slot>-`), so two clusters never collide and the
-leftovers of a dead cluster can be found and removed by name. Interface names are
-limited to 15 characters: `tfj255-br`, `tfj255-h254` fit.
+The node lives in a network namespace of its own (its bridge, its pods, kube-proxy's
+iptables rules are all in there), so the host's firewall, whatever its FORWARD policy,
+never sees traffic between pods. The host keeps one end of the pair (`tfj<slot>-n0`,
+the address the API server listens on), the node the other (its `eth0`), and the host
+routes the pod subnet through the node. Names carry the cluster's prefix (`tfj<slot>-`),
+so two clusters never collide and what a dead cluster left can be found by name;
+interface names stay within 15 characters.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
-import shutil
+import os
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
-NETNS_DIR = Path("/run/netns")
-NETNS_ETC = Path("/etc/netns")
+NODE_NETWORK = ipaddress.IPv4Network(
+    os.environ.get("TFJOB_LOCALCLUSTER_NODE_NETWORK", "10.212.0.0/16")
+)
+SLOT_PREFIX_LENGTH = 24
 
 
 class NetworkError(RuntimeError):
     pass
 
 
-def _ip(*args: str, batch: str | None = None, check: bool = True) -> str:
-    """Runs `ip ARGS`, or with `batch`, `ip ARGS -force -batch -` fed those lines."""
-    argv = ["ip", *args]
-    if batch is not None:
-        argv += ["-force", "-batch", "-"]
-    done = subprocess.run(argv, input=batch, capture_output=True, text=True, check=False)
+def _ip(*args: str, check: bool = True) -> str:
+    done = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
     if check and done.returncode != 0:
-        what = batch.strip().replace("\n", "; ") if batch is not None else " ".join(args)
-        raise NetworkError(f"ip {what}: {done.stderr.strip() or done.stdout.strip()}")
+        raise NetworkError(f"ip {' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}")
     return done.stdout
+
+
+def node_subnets(node_network: ipaddress.IPv4Network = NODE_NETWORK) -> list[ipaddress.IPv4Network]:
+    return list(node_network.subnets(new_prefix=SLOT_PREFIX_LENGTH))
 
 
 @dataclass(frozen=True)
@@ -39,90 +43,52 @@ class ClusterNetwork:
     """The addresses and names of one cluster's network (slot = registry index)."""
 
     slot: int
-    subnet: ipaddress.IPv4Network
+    pod_subnet: ipaddress.IPv4Network
+    node_subnet: ipaddress.IPv4Network
 
     @property
     def prefix(self) -> str:
         return f"tfj{self.slot}-"
 
     @property
-    def bridge(self) -> str:
-        return f"{self.prefix}br"
+    def host_link(self) -> str:
+        return f"{self.prefix}n0"
+
+    @property
+    def node_link(self) -> str:
+        """The peer's name until the node renames it `eth0`."""
+        return f"{self.prefix}n0p"
 
     @property
     def gateway(self) -> ipaddress.IPv4Address:
-        return self.subnet.network_address + 1
+        """The host's address on the link: the API server's, the node's default route."""
+        return self.node_subnet.network_address + 1
 
-    def pod_addresses(self) -> list[ipaddress.IPv4Address]:
-        """Addresses pods may use: the subnet's hosts minus the gateway."""
-        return [ip for ip in self.subnet.hosts() if ip != self.gateway]
+    @property
+    def node_ip(self) -> ipaddress.IPv4Address:
+        return self.node_subnet.network_address + 2
 
-    def netns_name(self, pod_uid: str) -> str:
-        return f"{self.prefix}{pod_uid}"
-
-    def veth_name(self, ip: ipaddress.IPv4Address) -> str:
-        return f"{self.prefix}h{int(ip) - int(self.subnet.network_address)}"
-
-    def netns_path(self, pod_uid: str) -> Path:
-        return NETNS_DIR / self.netns_name(pod_uid)
-
-    def etc_dir(self, pod_uid: str) -> Path:
-        """`/etc/netns/<netns>`: the files `ip netns exec` would bind over /etc."""
-        return NETNS_ETC / self.netns_name(pod_uid)
+    @property
+    def node_address(self) -> str:
+        return f"{self.node_ip}/{self.node_subnet.prefixlen}"
 
 
-def create_bridge(net: ClusterNetwork) -> None:
-    delete_link(net.bridge)
-    _ip(
-        batch=(
-            f"link add {net.bridge} type bridge\n"
-            f"addr add {net.gateway}/{net.subnet.prefixlen} dev {net.bridge}\n"
-            f"link set {net.bridge} up\n"
-        )
-    )
+def create_node_link(net: ClusterNetwork) -> None:
+    """The veth pair, its host end addressed and up; the peer waits for the node."""
+    delete_link(net.host_link)
+    _ip("link", "add", net.host_link, "type", "veth", "peer", "name", net.node_link)
+    _ip("addr", "add", f"{net.gateway}/{net.node_subnet.prefixlen}", "dev", net.host_link)
+    _ip("link", "set", net.host_link, "up")
 
 
-def create_pod_network(net: ClusterNetwork, pod_uid: str, ip: ipaddress.IPv4Address) -> Path:
-    """A netns holding `eth0` (address `ip`, default route via the bridge) and `lo` up."""
-    netns = net.netns_name(pod_uid)
-    veth = net.veth_name(ip)
-    peer = f"{veth}p"
-    delete_pod_network(net, pod_uid, ip)
-    _ip("netns", "add", netns)
-    try:
-        _ip(
-            batch=(
-                f"link add {veth} type veth peer name {peer} netns {netns}\n"
-                f"link set {veth} master {net.bridge} up\n"
-            )
-        )
-        _ip(
-            "-n",
-            netns,
-            batch=(
-                f"link set {peer} name eth0\n"
-                f"addr add {ip}/{net.subnet.prefixlen} dev eth0\n"
-                "link set eth0 up\n"
-                "link set lo up\n"
-                f"route add default via {net.gateway}\n"
-            ),
-        )
-    except NetworkError:
-        delete_pod_network(net, pod_uid, ip)
-        raise
-    return net.netns_path(pod_uid)
-
-
-def delete_pod_network(net: ClusterNetwork, pod_uid: str, ip: ipaddress.IPv4Address) -> None:
-    netns = net.netns_name(pod_uid)
-    if (NETNS_DIR / netns).exists():
-        _ip("netns", "delete", netns, check=False)
-    # Deleting the netns destroys the peer, and with it the host end, asynchronously.
-    delete_link(net.veth_name(ip))
-    shutil.rmtree(net.etc_dir(pod_uid), ignore_errors=True)
+def attach_node(net: ClusterNetwork, node_pid: int) -> None:
+    """Moves the peer into the node's network namespace and routes pods through it."""
+    _ip("link", "set", net.node_link, "netns", str(node_pid))
+    _ip("route", "replace", str(net.pod_subnet), "via", str(net.node_ip), "dev", net.host_link)
 
 
 def delete_link(name: str) -> None:
+    """Deleting one end of a veth pair deletes both, and the routes through it."""
     _ip("link", "delete", name, check=False)
 
 
@@ -131,18 +97,10 @@ def link_names() -> list[str]:
 
 
 def remove_all(prefix: str) -> None:
-    """Removes every netns, link and /etc/netns dir whose name starts with `prefix`."""
-    if NETNS_DIR.is_dir():
-        for entry in NETNS_DIR.iterdir():
-            if entry.name.startswith(prefix):
-                _ip("netns", "delete", entry.name, check=False)
+    """Removes every link whose name starts with `prefix`."""
     for name in link_names():
         if name.startswith(prefix):
             delete_link(name)
-    if NETNS_ETC.is_dir():
-        for entry in NETNS_ETC.iterdir():
-            if entry.name.startswith(prefix):
-                shutil.rmtree(entry, ignore_errors=True)
 
 
 def routed_networks() -> list[ipaddress.IPv4Network]:

@@ -1,10 +1,10 @@
 """The machine-wide list of local clusters, so several can run at once and none leaks.
 
-Each running cluster holds a slot: a small integer that fixes its pod subnet and the
-prefix of its network names. A slot file records the owning process and every
+Each running cluster holds a slot: a small integer that fixes its subnets, the prefix
+of its network names and its cgroup. A slot file records the owning process and every
 process the cluster started. Claiming a slot first sweeps the slots of owners that
-have died (killing their process groups and deleting their network objects): what a
-SIGKILLed cluster left behind is removed by the next start.
+have died (killing their process groups, deleting their network links and cgroups):
+what a SIGKILLed cluster left behind is removed by the next start.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfjob_localcluster import network
+from tfjob_localcluster import cgroups, network
+from tfjob_localcluster.binaries import cache_root
 from tfjob_localcluster.procs import ProcessIdentity, process_table
 
-REGISTRY_DIR = Path(os.environ.get("TFJOB_LOCALCLUSTER_RUN_DIR", "/run/tfjob-localcluster"))
 POD_NETWORK = ipaddress.IPv4Network(
     os.environ.get("TFJOB_LOCALCLUSTER_POD_NETWORK", "10.213.0.0/16")
 )
@@ -43,7 +43,11 @@ class Slot:
 
     @property
     def network(self) -> network.ClusterNetwork:
-        return network.ClusterNetwork(self.index, self.subnet)
+        return network.ClusterNetwork(self.index, self.subnet, network.node_subnets()[self.index])
+
+    @property
+    def cgroup_root(self) -> str:
+        return cgroups.root_name(self.index)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -77,9 +81,10 @@ def candidate_subnets(
 
 class Registry:
     def __init__(
-        self, directory: Path = REGISTRY_DIR, pod_network: ipaddress.IPv4Network = POD_NETWORK
+        self, directory: Path | None = None, pod_network: ipaddress.IPv4Network = POD_NETWORK
     ) -> None:
-        self.directory = directory
+        """`directory` defaults to `clusters/` in the cache (`$TFJOB_CACHE`)."""
+        self.directory = directory or cache_root() / "clusters"
         self.pod_network = pod_network
 
     @contextlib.contextmanager
@@ -118,6 +123,7 @@ class Registry:
         for process in slot.processes:
             process.kill_group(signal.SIGKILL)
         network.remove_all(slot.network.prefix)
+        cgroups.remove(slot.cgroup_root)
         self._path(slot.index).unlink(missing_ok=True)
 
     def _sweep_locked(self) -> list[Slot]:
@@ -143,12 +149,19 @@ class Registry:
             self._sweep_locked()
             taken = {slot.index for slot in self._load_all()}
             routed = network.routed_networks()
+            links = set(network.link_names())
+            node_subnets = network.node_subnets()
             for index, subnet in enumerate(candidate_subnets(self.pod_network)):
-                if index in taken or any(subnet.overlaps(r) for r in routed):
+                if index >= len(node_subnets) or index in taken:
                     continue
-                slot = Slot(index, subnet, owner, str(state_dir))
-                self._save(slot)
-                return slot
+                # A cluster of another registry (another cache) may hold it.
+                candidate = Slot(index, subnet, owner, str(state_dir))
+                if candidate.network.host_link in links or cgroups.in_use(candidate.cgroup_root):
+                    continue
+                if any(s.overlaps(r) for s in (subnet, node_subnets[index]) for r in routed):
+                    continue
+                self._save(candidate)
+                return candidate
         raise RegistryError(
             f"no free pod subnet in {self.pod_network}: {len(taken)} local clusters are running"
         )

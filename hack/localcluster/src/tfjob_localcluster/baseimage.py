@@ -1,0 +1,83 @@
+"""A Python base image made here, for machines where no registry answers.
+
+The project's Dockerfiles build FROM the official `python:3.11.*-slim-bookworm` by
+default. Where it cannot be pulled, this makes an equivalent: Debian bookworm by
+`debootstrap --variant=minbase` with Debian's Python 3.11 (`python3`, `python3-venv`),
+trusting the host's CA bundle, so that pip and uv reach PyPI from build steps on a
+machine whose egress needs its own certificate authority. The root filesystem is kept
+as a tar in the cache, named by a digest of everything that shapes it (suite, packages,
+mirror, the CA bundle, the recipe's version); `docker import` turns it into an image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+SUITE = "bookworm"
+PACKAGES = ("python3", "python3-venv", "ca-certificates")
+MIRROR = "http://deb.debian.org/debian"
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+RECIPE = "2"  # bump when the steps below change
+REFERENCE = "tfjob.dev/debian-python:3.11-bookworm"
+IMPORT_CHANGES = (
+    "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "ENV LANG=C.UTF-8",
+    # uv trusts its own CA list unless told otherwise; pip (Debian's) trusts this one.
+    "ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
+    'CMD ["python3"]',
+)
+
+
+def digest(ca_bundle: Path = CA_BUNDLE) -> str:
+    recipe = "\n".join((RECIPE, SUITE, MIRROR, *PACKAGES, *IMPORT_CHANGES))
+    hashed = hashlib.sha256(recipe.encode())
+    hashed.update(ca_bundle.read_bytes())
+    return hashed.hexdigest()[:16]
+
+
+def tar_path(directory: Path) -> Path:
+    return directory / f"debian-python-{SUITE}-{digest()}.tar"
+
+
+def build_rootfs_tar(directory: Path, say: Callable[[str], None]) -> Path:
+    """The root filesystem's tar (made once per digest)."""
+    target = tar_path(directory)
+    if target.exists():
+        return target
+    directory.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    say(f"making a Debian {SUITE} base with Python 3.11 by debootstrap (about a minute)")
+    scratch = Path(tempfile.mkdtemp(prefix="debootstrap-", dir=directory))
+    try:
+        rootfs = scratch / "rootfs"
+        run(
+            "debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
+            SUITE, str(rootfs), MIRROR,
+        )  # fmt: skip
+        shutil.copyfile(CA_BUNDLE, rootfs / "etc/ssl/certs/ca-certificates.crt")
+        for leftover in ("var/lib/apt/lists", "var/cache/apt/archives"):
+            for entry in (rootfs / leftover).glob("*"):
+                if entry.is_file():
+                    entry.unlink()
+        partial = scratch / "rootfs.tar"
+        run("tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(partial), ".")
+        partial.replace(target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    for old in directory.glob(f"debian-python-{SUITE}-*.tar"):
+        if old != target:
+            old.unlink()
+    say(f"base root filesystem ready in {time.monotonic() - started:.0f}s: {target}")
+    return target
+
+
+def run(*argv: str) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv[0]} failed:\n{(done.stdout + done.stderr)[-3000:]}")

@@ -1,0 +1,162 @@
+"""A Docker engine to build images with: the machine's own, or one the project runs.
+
+`DockerEngine()` uses the engine `docker info` reaches (`DOCKER_HOST` or the default
+socket), as on most users' machines. Where none answers and the machine allows it (root,
+apt), it installs Debian's `docker.io` if `dockerd` is missing and runs a private
+`dockerd` for as long as it is needed:
+
+- its data (images, build cache) under `<cache>/docker/`, its socket there too;
+- in a mount namespace of its own with a private `/run`, so its runtime files and
+  mounts never appear on the host;
+- without touching the host's network: no default bridge, no iptables rules, no
+  forwarding or masquerading (builds use the host's network);
+- with hack/runtime/runc-without-sys-resource as its runtime where the machine lacks
+  CAP_SYS_RESOURCE (see capabilities.py).
+
+It is stopped when the `with` block ends; its data stays, so the next build is warm.
+
+    with DockerEngine(say=print) as engine:
+        engine.docker("build", ...)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+
+from tfjob_localcluster import capabilities, packages
+from tfjob_localcluster.binaries import cache_root
+from tfjob_localcluster.procs import ManagedProcess
+
+START_TIMEOUT = 60.0
+RUNTIME_NAME = "runc-without-sys-resource"
+
+
+class EngineUnavailableError(RuntimeError):
+    """No Docker engine answers and none can be started here; the message says why."""
+
+
+def answers(env: Mapping[str, str] | None = None) -> bool:
+    if shutil.which("docker") is None:
+        return False
+    done = subprocess.run(
+        ["docker", "info", "--format", "{{.ServerVersion}}"],
+        capture_output=True,
+        text=True,
+        env=None if env is None else {**os.environ, **env},
+        timeout=30,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+def dockerd_argv(directory: Path) -> list[str]:
+    argv = [
+        "dockerd",
+        f"--data-root={directory / 'data'}",
+        f"--host=unix://{directory / 'docker.sock'}",
+        "--exec-root=/run/docker",
+        "--pidfile=/run/docker.pid",
+        "--bridge=none",
+        "--iptables=false",
+        "--ip6tables=false",
+        "--ip-forward=false",
+        "--ip-masq=false",
+        "--storage-driver=overlay2",
+    ]
+    if capabilities.lacks_sys_resource():
+        argv += [
+            f"--add-runtime={RUNTIME_NAME}={capabilities.RUNTIME_WRAPPER}",
+            f"--default-runtime={RUNTIME_NAME}",
+        ]
+    return argv
+
+
+class DockerEngine:
+    def __init__(
+        self, directory: Path | None = None, say: Callable[[str], None] = lambda _m: None
+    ) -> None:
+        self.directory = directory or cache_root() / "docker"
+        self.say = say
+        self.env: dict[str, str] = {}
+        self.process: ManagedProcess | None = None
+
+    def __enter__(self) -> DockerEngine:
+        if answers():
+            self.say("using the Docker engine that `docker info` reaches")
+            return self
+        self._start_private()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self.process is not None:
+            self.say("stopping the project's Docker engine")
+            self.process.stop(grace=30)
+            self.process = None
+
+    def docker(self, *args: str, input: bytes | None = None, timeout: float = 3600) -> str:
+        """Runs the docker CLI against this engine; raises with its output on failure."""
+        done = subprocess.run(
+            ["docker", *args],
+            input=input,
+            capture_output=True,
+            env={**os.environ, **self.env},
+            timeout=timeout,
+            check=False,
+        )
+        if done.returncode != 0:
+            output = (done.stdout + done.stderr).decode(errors="replace")
+            raise RuntimeError(f"docker {' '.join(args[:3])} ... failed:\n{output[-4000:]}")
+        return done.stdout.decode(errors="replace")
+
+    def _start_private(self) -> None:
+        if os.geteuid() != 0:
+            raise EngineUnavailableError(
+                "no Docker engine answers (`docker info`), and starting one needs root"
+            )
+        packages.ensure(["docker"], say=self.say)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        socket = self.directory / "docker.sock"
+        self.env = {"DOCKER_HOST": f"unix://{socket}"}
+        self.say(
+            f"no Docker engine answers: starting the project's own dockerd (data in "
+            f"{self.directory}, no changes to the host's network)"
+        )
+        self.process = ManagedProcess(
+            "dockerd",
+            [
+                "unshare",
+                "--mount",
+                "--propagation=private",
+                sys.executable,
+                "-m",
+                "tfjob_localcluster.engine_init",
+                *dockerd_argv(self.directory),
+            ],
+            self.directory / "dockerd.log",
+        )
+        self.process.start()
+        deadline = time.monotonic() + START_TIMEOUT
+        while not answers(self.env):
+            if not self.process.running():
+                raise EngineUnavailableError(
+                    f"dockerd exited; last lines of {self.process.log_path}:\n{self.process.tail()}"
+                )
+            if time.monotonic() > deadline:
+                self.process.stop()
+                raise EngineUnavailableError(
+                    f"dockerd did not answer in {START_TIMEOUT:g}s; last lines of "
+                    f"{self.process.log_path}:\n{self.process.tail()}"
+                )
+            time.sleep(0.5)

@@ -1,0 +1,266 @@
+"""The images the local cluster runs, built here from Dockerfiles and kept as tars.
+
+- the project's: `operator/Dockerfile`, `trainer/Dockerfile` (and, opt-in,
+  `trainer/Dockerfile.gpu`), FROM the base their `ARG BASE` names (the official
+  `python:3.11.*-slim-bookworm`), or, where no registry answers, FROM the equivalent
+  made here (baseimage.py);
+- the node's: `pause` and CoreDNS, FROM scratch with the binaries of
+  hack/build-binaries.sh (hack/images/*.Dockerfile), under the names kubelet and kubeadm
+  expect.
+
+Each image is saved (`docker save`) as a tar in `<cache>/images/`, named by a digest of
+its inputs: the Dockerfile, the files its COPY lines take from the context, and the base.
+`make images` builds what has no tar yet, and needs a Docker engine only then
+(engine.py); the cluster imports the tars into its containerd without one. The index
+(`index.json`) maps each image to its current tar and records which base was used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tfjob_localcluster import baseimage
+from tfjob_localcluster.binaries import HACK, cache_root, read_versions, tool_dir
+from tfjob_localcluster.engine import DockerEngine
+
+REPOSITORY = HACK.parent
+PULL_TIMEOUT = 120
+# Written by the context's COPY lines but never shaping the image.
+IGNORED_PARTS = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache")
+
+
+class MissingImageError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    reference: str
+    dockerfile: Path
+    # "repository" (the checkout), or the hack/build-binaries.sh tool whose directory
+    # is the context.
+    context: str = "repository"
+    optional: bool = False  # built only when asked for (the GPU trainer)
+
+    @property
+    def uses_base(self) -> bool:
+        return self.context == "repository"
+
+    def context_dir(self) -> Path:
+        return REPOSITORY if self.context == "repository" else tool_dir(self.context)
+
+
+OPERATOR = "tfjob-operator:0.1.0"
+TRAINER = "tfjob-trainer:0.1.0"
+TRAINER_GPU = "tfjob-trainer:0.1.0-gpu"
+PAUSE = "registry.k8s.io/pause:3.10.1"
+COREDNS = f"registry.k8s.io/coredns/coredns:{read_versions()['COREDNS_VERSION']}"
+
+SPECS = (
+    ImageSpec(PAUSE, HACK / "images" / "pause.Dockerfile", "nodetools"),
+    ImageSpec(COREDNS, HACK / "images" / "coredns.Dockerfile", "coredns"),
+    ImageSpec(OPERATOR, REPOSITORY / "operator" / "Dockerfile"),
+    ImageSpec(TRAINER, REPOSITORY / "trainer" / "Dockerfile"),
+    ImageSpec(TRAINER_GPU, REPOSITORY / "trainer" / "Dockerfile.gpu", optional=True),
+)
+NODE_IMAGES = (PAUSE, COREDNS)
+PROJECT_IMAGES = (OPERATOR, TRAINER)
+
+
+def spec_of(reference: str) -> ImageSpec:
+    for spec in SPECS:
+        if spec.reference == reference:
+            return spec
+    raise ValueError(f"unknown image {reference!r}; known: {[s.reference for s in SPECS]}")
+
+
+def default_base(dockerfile: Path) -> str:
+    """The default of the Dockerfile's `ARG BASE=...`."""
+    match = re.search(r"^ARG BASE=(\S+)$", dockerfile.read_text(), re.MULTILINE)
+    if match is None:
+        raise ValueError(f"{dockerfile} has no `ARG BASE=<image>` line")
+    return match.group(1)
+
+
+def copy_sources(dockerfile: Path) -> list[str]:
+    """The context paths the Dockerfile's COPY lines read (not those `--from` a stage)."""
+    sources: list[str] = []
+    for line in dockerfile.read_text().splitlines():
+        words = line.split()
+        if not words or words[0].upper() != "COPY":
+            continue
+        flags = [w for w in words[1:] if w.startswith("--")]
+        if any(flag.startswith("--from") for flag in flags):
+            continue
+        sources += [w for w in words[1:] if not w.startswith("--")][:-1]
+    return sources
+
+
+def context_files(spec: ImageSpec) -> list[Path]:
+    context = spec.context_dir()
+    found: set[Path] = set()
+    for source in copy_sources(spec.dockerfile):
+        path = context / source
+        if path.is_dir():
+            found |= {p for p in path.rglob("*") if p.is_file()}
+        elif path.exists():
+            found.add(path)
+        else:
+            raise MissingImageError(f"{spec.dockerfile}: COPY source {source} not in {context}")
+    return sorted(p for p in found if not set(p.relative_to(context).parts) & set(IGNORED_PARTS))
+
+
+def digest(spec: ImageSpec, base: str) -> str:
+    """What the image's tar is named by: the Dockerfile, its context files, the base."""
+    hashed = hashlib.sha256(spec.dockerfile.read_bytes())
+    hashed.update(base.encode() if spec.uses_base else b"")
+    context = spec.context_dir()
+    for path in context_files(spec):
+        hashed.update(str(path.relative_to(context)).encode() + b"\0")
+        hashed.update(path.read_bytes())
+    return hashed.hexdigest()[:16]
+
+
+def tar_name(spec: ImageSpec, base: str) -> str:
+    slug = re.sub(r"[^a-z0-9.]+", "-", spec.reference.lower()).strip("-")
+    return f"{slug}-{digest(spec, base)}.tar"
+
+
+@dataclass(frozen=True)
+class Built:
+    reference: str
+    tar: Path
+    seconds: float  # 0 when the tar was already there
+
+    @property
+    def size(self) -> int:
+        return self.tar.stat().st_size
+
+
+class ImageStore:
+    """The tars of `<cache>/images` and the builds that make them."""
+
+    def __init__(self, directory: Path | None = None, say: Callable[[str], None] = print) -> None:
+        self.directory = directory or cache_root() / "images"
+        self.say = say
+        self.index_path = self.directory / "index.json"
+
+    def index(self) -> dict[str, Any]:
+        try:
+            loaded: dict[str, Any] = json.loads(self.index_path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {"base": "", "images": {}}
+        return loaded
+
+    def _record(self, base: str, reference: str, tar: Path) -> None:
+        index = self.index()
+        index["base"] = base
+        index["images"][reference] = tar.name
+        scratch = self.index_path.with_suffix(".tmp")
+        scratch.write_text(json.dumps(index, indent=2, sort_keys=True))
+        scratch.replace(self.index_path)
+
+    def tar(self, reference: str) -> Path:
+        """The tar of the image as last built; raises MissingImageError if there is none."""
+        name = self.index()["images"].get(reference)
+        path = self.directory / name if name else None
+        if path is None or not path.exists():
+            raise MissingImageError(
+                f"image {reference} is not built: run `make images` in the repository root"
+            )
+        return path
+
+    def build(self, references: Iterable[str]) -> list[Built]:
+        """Builds each image whose inputs have no tar yet; returns all of them."""
+        specs = [spec_of(reference) for reference in references]
+        self.directory.mkdir(parents=True, exist_ok=True)
+        base = self.index()["base"]
+        if base and all((self.directory / tar_name(s, base)).exists() for s in specs):
+            for spec in specs:
+                self._record(base, spec.reference, self.directory / tar_name(spec, base))
+            return [Built(s.reference, self.directory / tar_name(s, base), 0.0) for s in specs]
+        built = []
+        with DockerEngine(say=self.say) as engine:
+            base = self._base(engine, specs)
+            for spec in specs:
+                built.append(self._build_one(engine, spec, base))
+        return built
+
+    def _base(self, engine: DockerEngine, specs: list[ImageSpec]) -> str:
+        """The base to build FROM: the Dockerfiles' default if present or pullable,
+        else the one made here (imported into the engine when it lacks it)."""
+        official = {default_base(s.dockerfile) for s in specs if s.uses_base}
+        if not official:
+            return self.index()["base"] or "none"
+        (wanted,) = official
+        if _present(engine, wanted) or _pull(engine, wanted):
+            return wanted
+        self.say(f"{wanted} cannot be pulled (no registry answers): using a base made here")
+        rootfs = baseimage.build_rootfs_tar(self.directory / "base", self.say)
+        label = f"tfjob.dev/base-digest={baseimage.digest()}"
+        present = engine.docker(
+            "image", "ls", "--filter", f"label={label}", "--format", "{{.ID}}"
+        ).strip()
+        if not present:
+            changes = [arg for change in baseimage.IMPORT_CHANGES for arg in ("--change", change)]
+            engine.docker(
+                "import", *changes, "--change", f"LABEL {label}", str(rootfs), baseimage.REFERENCE
+            )
+        return f"{baseimage.REFERENCE}@{baseimage.digest()}"
+
+    def _build_one(self, engine: DockerEngine, spec: ImageSpec, base: str) -> Built:
+        target = self.directory / tar_name(spec, base)
+        if target.exists():
+            self._record(base, spec.reference, target)
+            return Built(spec.reference, target, 0.0)
+        started = time.monotonic()
+        self.say(f"building {spec.reference} from {spec.dockerfile.relative_to(REPOSITORY)}")
+        args = ["build", "--network=host", "-f", str(spec.dockerfile), "-t", spec.reference]
+        if spec.uses_base:
+            args += ["--build-arg", f"BASE={base.split('@')[0]}"]
+        engine.docker(*args, str(spec.context_dir()))
+        partial = target.with_suffix(".partial")
+        engine.docker("save", "-o", str(partial), spec.reference)
+        partial.replace(target)
+        slug = target.name.rsplit("-", 1)[0]
+        for old in self.directory.glob(f"{slug}-*.tar"):
+            if old != target and old.name.rsplit("-", 1)[0] == slug:
+                old.unlink()
+        self._record(base, spec.reference, target)
+        built = Built(spec.reference, target, time.monotonic() - started)
+        self.say(f"built {spec.reference} in {built.seconds:.0f}s ({built.size / 2**20:.0f} MiB)")
+        return built
+
+
+def _present(engine: DockerEngine, reference: str) -> bool:
+    try:
+        engine.docker("image", "inspect", reference)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _pull(engine: DockerEngine, reference: str) -> bool:
+    try:
+        engine.docker("pull", reference, timeout=PULL_TIMEOUT)
+    except (RuntimeError, subprocess.TimeoutExpired):
+        return False
+    return True
+
+
+def describe(built: list[Built]) -> str:
+    width = max(len(b.reference) for b in built)
+    return "\n".join(
+        f"  {b.reference:<{width}}  {b.size / 2**20:7.0f} MiB  "
+        f"{'built in %.0fs' % b.seconds if b.seconds else 'up to date'}  {b.tar}"
+        for b in built
+    )
+
