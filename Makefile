@@ -1,6 +1,7 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Every target sets
-# up what it needs (uv, the Python environment, the Go-built Kubernetes binaries)
-# and reuses what an earlier run left in the caches.
+# up what it needs (uv, the Python environment, the Go-built Kubernetes binaries, the
+# images, the Debian packages the node needs) and reuses what an earlier run left in
+# the caches.
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -17,8 +18,9 @@ export UV_PYTHON := python3.11
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 DEMO_ARGS ?=
+IMAGES_ARGS ?=
 
-.PHONY: help env binaries test lint format typecheck unit integration e2e demo cluster cluster-down bench e2e-kind crd manifests examples generated-check clean
+.PHONY: help env binaries images test lint format typecheck unit integration e2e demo cluster cluster-down bench e2e-kind crd manifests examples generated-check clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -35,8 +37,11 @@ $(VENV)/.synced: $(UV) uv.lock pyproject.toml operator/pyproject.toml trainer/py
 
 env: $(VENV)/.synced ## Install the pinned Python environment (.venv)
 
-binaries: ## Build the pinned Kubernetes, etcd, helm and kwok binaries into the cache (skips what is built)
-	hack/build-binaries.sh kubernetes etcd helm kwok
+binaries: ## Build the pinned Kubernetes, etcd, CoreDNS, helm, kwok and node tools into the cache (skips what is built)
+	hack/build-binaries.sh kubernetes etcd coredns helm kwok nodetools
+
+images: env binaries ## Build the images (operator, trainer, node, busybox) into the cache; IMAGES_ARGS=--gpu adds the GPU trainer
+	$(BIN)/tfjob-localcluster images $(IMAGES_ARGS)
 
 lint: env ## Ruff lint and format check
 	$(BIN)/ruff check .
@@ -49,16 +54,16 @@ format: env ## Apply ruff's fixes and formatting
 typecheck: env ## mypy, strict, on the operator
 	$(BIN)/mypy
 
-test: env binaries lint typecheck ## Everything that runs here: lint, types, unit, integration, e2e
+test: env binaries images lint typecheck ## Everything that runs here: lint, types, unit, integration, e2e
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 unit: env ## Unit tests only
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)
 
-integration: env binaries ## Integration tests (local API server and process node)
+integration: env binaries images ## Integration tests (the local cluster)
 	$(BIN)/pytest -m integration $(PYTEST_ARGS)
 
-e2e: env binaries ## End-to-end tests (real TensorFlow processes)
+e2e: env binaries images ## End-to-end tests (real TensorFlow in containers)
 	$(BIN)/pytest -m e2e $(PYTEST_ARGS)
 
 crd: env ## Regenerate the TFJob CRD (chart crds/ and its manifests/ copy)
@@ -75,7 +80,7 @@ generated-check: env binaries ## Fail if a generated file (CRD, manifests, examp
 	$(BIN)/python hack/gen_manifests.py --check
 	$(BIN)/python hack/gen_examples.py --check
 
-demo: env binaries ## The main job: local cluster, operator, MWMS and PSS TFJobs trained to completion
+demo: env binaries images ## The main job: local cluster, operator, MWMS and PSS TFJobs trained to completion
 	$(BIN)/python hack/demo.py $(DEMO_ARGS)
 
 bench: env binaries ## Control-plane benchmark: N = 10, 100, 500 TFJobs on kwok nodes against the API server's floor
@@ -85,7 +90,7 @@ e2e-kind: env binaries ## The e2e scenarios on a kind cluster (needs Docker)
 	hack/build-binaries.sh kind
 	$(BIN)/pytest tests/e2e --backends kind $(PYTEST_ARGS)
 
-cluster: env binaries ## Start the local cluster in the background and print its KUBECONFIG
+cluster: env binaries images ## Start the local cluster in the background and print its KUBECONFIG
 	$(BIN)/tfjob-localcluster up --state-dir $(TFJOB_CACHE)/cluster
 
 cluster-down: env ## Stop the cluster started by `make cluster`

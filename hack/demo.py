@@ -1,9 +1,15 @@
 """`make demo`: the whole system at work, from an empty machine to two trained models.
 
-Starts the local cluster (the control plane built from source and the process node),
-installs the TFJob CRD and the operator with the Helm chart (the operator runs as a pod),
-submits examples/mnist-mwms.yaml and examples/mnist-pss.yaml, shows their progress as it
-happens, prints each job's result, and stops the cluster.
+Starts the local cluster (the control plane built from source, a kubelet with
+containerd), imports the operator and trainer images built by `make images` into its
+node, installs the TFJob CRD and the operator with the Helm chart (the operator runs as
+a pod from its image), submits examples/mnist-mwms.yaml and examples/mnist-pss.yaml,
+shows their progress as it happens, prints each job's result, and stops the cluster.
+
+When nothing progresses for 45 s (no job state, pod phase or training line changed), or
+the operator's pod cannot start, it prints a diagnosis (each pod's phase, why it waits,
+its last events and log lines; the trainers' logs name the peers they wait for) and
+exits 1.
 
     hack/demo.py                  # local cluster, stopped at the end
     hack/demo.py --keep           # leave it running (`make cluster-down` stops it)
@@ -33,14 +39,21 @@ from kubernetes import client, config
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "hack" / "localcluster" / "src"))
 
+from tfjob_localcluster import diagnose  # noqa: E402
 from tfjob_localcluster.binaries import cache_root  # noqa: E402
-from tfjob_localcluster.chart import install_operator  # noqa: E402
+from tfjob_localcluster.chart import InstallError, install_operator  # noqa: E402
+from tfjob_localcluster.images import PROJECT_IMAGES  # noqa: E402
 from tfjob_localcluster.kind import KindCluster, unavailable  # noqa: E402
 
 EXAMPLES = ("mnist-mwms.yaml", "mnist-pss.yaml")
 NAMESPACE = "demo"
 RESULT_PREFIX = "TFJOB_RESULT "
 STARTED = time.monotonic()
+STALL_SECONDS = 45.0
+
+
+class DemoError(RuntimeError):
+    """An expected failure: its message says what went wrong, without a traceback."""
 
 
 def say(message: str) -> None:
@@ -61,7 +74,7 @@ def cluster(args: argparse.Namespace) -> Iterator[str]:
     if args.kind:
         reason = unavailable()
         if reason:
-            raise SystemExit(f"--kind: {reason}")
+            raise DemoError(f"--kind: {reason}")
         banner("Creating a kind cluster and loading the images built from this checkout")
         kind = KindCluster(Path(tempfile.mkdtemp(prefix="tfjob-demo-")), say=say)
         kind.create()
@@ -74,16 +87,20 @@ def cluster(args: argparse.Namespace) -> Iterator[str]:
                 kind.delete()
         return
     banner("Starting the local cluster (the one `make cluster` runs)")
-    print("    etcd, kube-apiserver, kube-controller-manager and kube-scheduler built from")
-    print("    source, and the process node, which runs each pod's containers as processes")
-    print("    in the pod's own network namespace")
+    print("    etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and")
+    print("    kube-proxy built from source; containerd, runc and the CNI plugins from Debian;")
+    print("    the node in namespaces of its own, CoreDNS for Service names")
     state_dir = cache_root() / "cluster"
     was_running = localcluster("status", state_dir).returncode == 0
     up = localcluster("up", state_dir)
     if up.returncode != 0:
-        raise SystemExit(f"the local cluster did not start:\n{up.stderr}")
+        raise DemoError(f"the local cluster did not start:\n{up.stderr}")
     kubeconfig = up.stdout.strip().removeprefix("export KUBECONFIG=")
     say(f"cluster ready, KUBECONFIG={kubeconfig}")
+    say(f"importing {', '.join(PROJECT_IMAGES)} into the node (built by `make images`)")
+    loaded = localcluster("load", state_dir, *PROJECT_IMAGES)
+    if loaded.returncode != 0:
+        raise DemoError(f"the images could not be imported:\n{loaded.stderr}")
     try:
         yield kubeconfig
     finally:
@@ -97,9 +114,12 @@ def cluster(args: argparse.Namespace) -> Iterator[str]:
             localcluster("down", state_dir)
 
 
-def localcluster(command: str, state_dir: Path) -> subprocess.CompletedProcess[str]:
+def localcluster(command: str, state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tfjob_localcluster.cli", command, "--state-dir", str(state_dir)],
+        [
+            sys.executable, "-m", "tfjob_localcluster.cli", command,
+            "--state-dir", str(state_dir), *args,
+        ],  # fmt: skip
         capture_output=True,
         text=True,
         check=False,
@@ -115,6 +135,11 @@ class Progress:
         self.states: dict[str, tuple[str, str]] = {}
         self.pods: dict[str, str] = {}
         self.log_lines: dict[str, int] = {}
+        self.printed = 0  # lines shown: a sign of progress
+
+    def say(self, message: str) -> None:
+        self.printed += 1
+        say(message)
 
     def poll(self) -> list[dict[str, Any]]:
         jobs = self.custom.list_namespaced_custom_object("tfjob.dev", "v1", NAMESPACE, "tfjobs")
@@ -125,7 +150,7 @@ class Progress:
             self._pod(pod)
         for gone in set(self.pods) - {p.metadata.name for p in pods}:
             del self.pods[gone]
-            say(f"  pod/{gone:<24} deleted")
+            self.say(f"  pod/{gone:<24} deleted")
         return list(jobs["items"])
 
     def _job(self, job: dict[str, Any]) -> None:
@@ -138,7 +163,7 @@ class Progress:
         state = (status.get("state", "Created"), latest["message"])
         if self.states.get(name) != state:
             self.states[name] = state
-            say(f"tfjob/{name}: {state[0]:<10} {state[1]}")
+            self.say(f"tfjob/{name}: {state[0]:<10} {state[1]}")
 
     def _pod(self, pod: Any) -> None:
         name = pod.metadata.name
@@ -147,7 +172,7 @@ class Progress:
             phase = "Terminating"
         if self.pods.get(name) != phase:
             self.pods[name] = phase
-            say(f"  pod/{name:<24} {phase}")
+            self.say(f"  pod/{name:<24} {phase}")
         if phase in ("Running", "Succeeded", "Failed") and self._leads(pod):
             self._trainer_lines(name)
 
@@ -167,7 +192,7 @@ class Progress:
         lines = log.splitlines()
         for line in lines[self.log_lines.get(pod, 0) :]:
             if line.startswith("[") and (" epoch " in line or "evaluated" in line):
-                say(f"    {pod}: {line}")
+                self.say(f"    {pod}: {line}")
         self.log_lines[pod] = len(lines)
 
 
@@ -210,9 +235,9 @@ def report(api: client.ApiClient, jobs: list[dict[str, Any]]) -> bool:
 
 def run(kubeconfig: str, timeout: float) -> bool:
     banner("Installing the TFJob CRD and the operator with the Helm chart")
-    say("helm upgrade --install tfjob-operator charts/tfjob-operator (waits for its pod)")
-    install_operator(kubeconfig)
-    say("the operator is running (a pod on the node, under the chart's service account)")
+    say("helm upgrade --install tfjob-operator charts/tfjob-operator")
+    install_operator(kubeconfig, say=say)
+    say("the operator is running (a pod from its image, under the chart's service account)")
     api = config.new_client_from_config(config_file=kubeconfig)
     core = client.CoreV1Api(api)
     with contextlib.suppress(client.ApiException):
@@ -230,9 +255,12 @@ def run(kubeconfig: str, timeout: float) -> bool:
         say(f"created tfjob/{job['metadata']['name']}")
     banner("Training (job states, pods, and the chief's and evaluator's progress)")
     progress = Progress(api)
+    stall = diagnose.StallWatch(STALL_SECONDS)
     deadline = time.monotonic() + timeout
     jobs = progress.poll()
     while not all((j.get("status") or {}).get("state") in ("Succeeded", "Failed") for j in jobs):
+        stall.observe(progress.printed)
+        stall.check("training", lambda: diagnose.describe_pods(core, NAMESPACE))
         if time.monotonic() > deadline:
             say(f"timed out after {timeout:.0f}s")
             break
@@ -263,8 +291,13 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the cluster running")
     parser.add_argument("--timeout", type=float, default=900, help="seconds for the jobs")
     args = parser.parse_args()
-    with cluster(args) as kubeconfig:
-        ok = run(kubeconfig, args.timeout)
+    try:
+        with cluster(args) as kubeconfig:
+            ok = run(kubeconfig, args.timeout)
+    except (DemoError, InstallError, diagnose.StallError) as error:
+        banner("The demo stopped")
+        print(error, flush=True)
+        return 1
     banner("Both TFJobs succeeded" if ok else "A TFJob did not succeed")
     return 0 if ok else 1
 

@@ -1,4 +1,5 @@
-"""Starting and stopping clusters: the CLI, two clusters at once, no orphans after SIGKILL."""
+"""Starting and stopping clusters: the CLI, two clusters at once, no orphans after SIGKILL,
+and the host exactly as it was afterwards (hoststate.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tfjob_localcluster import binaries, network
+from tfjob_localcluster import binaries, hoststate, network
 from tfjob_localcluster.cluster import LocalCluster
+from tfjob_localcluster.images import BUSYBOX
 from tfjob_localcluster.procs import ProcessIdentity, process_table
 from tfjob_localcluster.pytest_plugin import Kubectl
 from tfjob_localcluster.registry import Registry, Slot
@@ -36,14 +38,21 @@ def slot_of(state_dir: Path) -> Slot:
 
 
 def network_names(prefix: str) -> list[str]:
-    netns = [p.name for p in network.NETNS_DIR.iterdir()] if network.NETNS_DIR.is_dir() else []
-    return [name for name in network.link_names() + netns if name.startswith(prefix)]
+    return [name for name in network.link_names() if name.startswith(prefix)]
+
+
+def wait_host_restored(before: hoststate.HostState, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while changed := hoststate.difference(before, hoststate.snapshot()):
+        assert time.monotonic() < deadline, f"the host is not as it was: {changed}"
+        time.sleep(0.5)
 
 
 def test_cli_up_is_idempotent_beside_another_cluster_and_down_stops_it(
     tmp_path: Path, local_cluster: LocalCluster
 ) -> None:
     state_dir = tmp_path / "cli-cluster"
+    before = hoststate.snapshot()
     try:
         first = subprocess.run(
             [*CLI, "up", "--state-dir", str(state_dir)], capture_output=True, text=True, timeout=300
@@ -64,6 +73,16 @@ def test_cli_up_is_idempotent_beside_another_cluster_and_down_stops_it(
         assert not slot.subnet.overlaps(local_cluster.slot.subnet)
         other = Kubectl(local_cluster.kubectl, kubeconfig)
         assert "Ready" in other("get", "node", local_cluster.node_name).stdout
+        # A pod with a volume, a token and a network runs in the second cluster too.
+        loaded = subprocess.run(
+            [*CLI, "load", "--state-dir", str(state_dir), BUSYBOX],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert loaded.returncode == 0, loaded.stderr
+        other("run", "probe", f"--image={BUSYBOX}", "--restart=Never", "--", "sh", "-c", "ls /")
+        wait_until(
+            lambda: "Completed" in other("get", "pod", "probe").stdout, "the second cluster's pod"
+        )
         assert (
             "Ready"
             in Kubectl(local_cluster.kubectl, local_cluster.kubeconfig)(
@@ -87,6 +106,7 @@ def test_cli_up_is_idempotent_beside_another_cluster_and_down_stops_it(
     assert down.returncode == 0, down.stderr
     assert not any(p.alive() for p in processes)
     assert network_names(slot.network.prefix) == []
+    wait_host_restored(before)
     assert all(Path(s.state_dir) != state_dir.resolve() for s in Registry().live())
     stopped = subprocess.run(
         [*CLI, "status", "--state-dir", str(state_dir)], capture_output=True, text=True
@@ -97,6 +117,7 @@ def test_cli_up_is_idempotent_beside_another_cluster_and_down_stops_it(
 
 def test_sigkilled_owner_leaves_no_orphans_after_the_sweep(tmp_path: Path) -> None:
     state_dir = tmp_path / "doomed"
+    before = hoststate.snapshot()
     log = (tmp_path / "owner.log").open("wb")
     owner = subprocess.Popen(
         [*CLI, "run", "--state-dir", str(state_dir)],
@@ -108,6 +129,11 @@ def test_sigkilled_owner_leaves_no_orphans_after_the_sweep(tmp_path: Path) -> No
         wait_until(lambda: (state_dir / "ready").exists() or owner.poll() is not None, "ready", 180)
         assert owner.poll() is None, (tmp_path / "owner.log").read_text()
         kubectl = Kubectl(binaries.locate().kubectl, state_dir / "admin.kubeconfig")
+        loaded = subprocess.run(
+            [*CLI, "load", "--state-dir", str(state_dir), BUSYBOX],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert loaded.returncode == 0, loaded.stderr
         # The container forks a child that has no parent-death signal of its own.
         pod = {
             "apiVersion": "v1",
@@ -117,7 +143,7 @@ def test_sigkilled_owner_leaves_no_orphans_after_the_sweep(tmp_path: Path) -> No
                 "containers": [
                     {
                         "name": "main",
-                        "image": "busybox",
+                        "image": BUSYBOX,
                         "command": ["sh", "-c", "sleep 1000 & sleep 1000"],
                     }
                 ]
@@ -129,31 +155,41 @@ def test_sigkilled_owner_leaves_no_orphans_after_the_sweep(tmp_path: Path) -> No
             "the pod running",
         )
         slot = slot_of(state_dir)
-        wait_until(lambda: len(slot_of(state_dir).processes) >= 6, "the container recorded")
-        slot = slot_of(state_dir)
-        table = process_table()
-        tracked = [
-            ProcessIdentity(entry.pid, entry.start_ticks)
-            for group in slot.processes
-            for entry in table
-            if entry.pid in group.group_members(table)
-        ]
         sleeps = [
-            p for p in tracked if Path(f"/proc/{p.pid}/cmdline").read_bytes().startswith(b"sleep")
+            entry
+            for entry in process_table()
+            if _command(entry.pid) == b"sleep\x001000\x00" and _under(entry.pid, slot)
         ]
         assert len(sleeps) == 2
     finally:
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait()
         log.close()
-    # Components, the node and the container's main process die with their parents.
-
-    def survivors() -> list[ProcessIdentity]:
-        return [p for p in tracked if p.alive()]
-
-    wait_until(lambda: all(p in sleeps for p in survivors()), "the parent-death signals", 30)
-    # The next start (here: an explicit sweep, as `down` or any claim does) removes the rest.
+    # The node's init dies with the launcher (parent-death signal), and with it its PID
+    # namespace: containers, their forked children, shims; mounts and links go with it.
+    wait_until(
+        lambda: not any(ProcessIdentity(e.pid, e.start_ticks).alive() for e in sleeps),
+        "the containers' processes to die with the node",
+        30,
+    )
+    # The next start (here: an explicit sweep, as `down` or any claim does) removes what
+    # outlives processes: the cgroups, the registry's record.
     Registry().sweep()
     assert all(Path(s.state_dir) != state_dir.resolve() for s in Registry().live())
-    wait_until(lambda: not survivors(), "the sweep to kill the forked children", 10)
     assert network_names(slot.network.prefix) == []
+    wait_host_restored(before)
+
+
+def _command(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _under(pid: int, slot: Slot) -> bool:
+    """Whether the process runs in the slot's cgroup (a container of that cluster)."""
+    try:
+        return slot.cgroup_root in Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return False

@@ -1,4 +1,4 @@
-"""TensorFlow's gRPC resolves the process node's service names (hosts files, via c-ares)."""
+"""TensorFlow's gRPC (c-ares) resolves Service names through the cluster's DNS."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tfjob_localcluster.images import TRAINER
 from tfjob_localcluster.pytest_plugin import Kubectl
 from tfjob_localcluster.testing import Pods, headless_service, pod_manifest
 
@@ -30,17 +31,20 @@ CHIEF = CLUSTER + (
 
 
 def test_tensorflow_server_in_one_pod_reaches_another_by_service_name(
-    pods: Pods, core_v1: Any, kubectl: Kubectl, namespace: str
+    pods: Pods, core_v1: Any, kubectl: Kubectl, namespace: str, project_images: tuple[str, ...]
 ) -> None:
     for role in ("chief", "worker"):
         core_v1.create_namespaced_service(namespace, headless_service(f"tf-{role}", {"role": role}))
     env = [{"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"}]
     worker = pod_manifest(
-        "worker", ["python", "-c", WORKER.format(ns=namespace)], labels={"role": "worker"}
+        "worker",
+        ["python", "-c", WORKER.format(ns=namespace)],
+        image=TRAINER,
+        labels={"role": "worker"},
     )
     worker["spec"]["containers"][0]["env"] = env
     chief = pod_manifest(
-        "chief", ["python", "-c", CHIEF.format(ns=namespace)], labels={"role": "chief"}
+        "chief", ["python", "-c", CHIEF.format(ns=namespace)], image=TRAINER, labels={"role": "chief"}
     )
     chief["spec"]["containers"][0]["env"] = env
     pods.create(worker)

@@ -1,11 +1,20 @@
-"""Every scenario's wall time, printed in its own section at the end of the pytest output."""
+"""Every scenario's wall time, printed in its own section at the end of the pytest output,
+and, for a scenario that fails, the diagnosis `make demo` prints for a stall: each pod of
+its namespace and of the operator with its phase, why it waits, last events and log lines
+(the trainers' logs name the peers they wait for)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from kubernetes import client
+from support.backends import RELEASE_NAMESPACE, SCENARIO_KEY
+
+from tfjob_localcluster.chart import SELECTOR
+from tfjob_localcluster.diagnose import describe_pods
 
 WALL_TIMES: list[str] = []
 
@@ -15,6 +24,24 @@ def _wall_time(request: pytest.FixtureRequest) -> Iterator[None]:
     started = time.monotonic()
     yield
     WALL_TIMES.append(f"{request.node.nodeid}: {time.monotonic() - started:.1f} s")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    scenario = item.stash.get(SCENARIO_KEY, None)
+    if report.failed and report.when == "call" and scenario is not None:
+        api, namespace = scenario
+        core = client.CoreV1Api(api)
+        try:
+            text = (
+                f"{describe_pods(core, namespace)}\n"
+                f"operator:\n{describe_pods(core, RELEASE_NAMESPACE, SELECTOR)}"
+            )
+        except client.ApiException as error:
+            text = f"(no diagnosis: {error.status} {error.reason})"
+        report.sections.append(("diagnosis", text))
+    return report
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

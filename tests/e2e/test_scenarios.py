@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from support.backends import Backend
-from support.tfjobs import PodCreations, TFJobs, condition
+from support.backends import SCENARIO_KEY, Backend
+from support.tfjobs import GENERATION_ENV, PodCreations, TFJobs, condition
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT_PREFIX = "TFJOB_RESULT "
@@ -50,6 +50,7 @@ def tfjobs(backend: Backend, request: pytest.FixtureRequest) -> Iterator[TFJobs]
     while not core.list_namespaced_service_account(name).items:
         assert time.monotonic() < deadline, "the namespace's default ServiceAccount never came"
         time.sleep(0.2)
+    request.node.stash[SCENARIO_KEY] = (backend.api_client, name)
     yield TFJobs(backend.api_client, name)
     core.delete_namespace(name, propagation_policy="Background")
 
@@ -201,3 +202,26 @@ def test_deleting_a_running_tfjob_removes_its_pods_and_services(tfjobs: TFJobs) 
     assert len(tfjobs.services("mnist-pss")) == 5
     tfjobs.delete("mnist-pss")
     tfjobs.wait_gone("mnist-pss", 120)
+
+
+def test_worker_over_its_memory_limit_is_oom_killed_and_retried(tfjobs: TFJobs) -> None:
+    """8. Worker 1 goes over its memory limit: the kernel kills it (OOMKilled, 137), and
+    ExitCode retries it with the group; the second incarnation stays within the limit."""
+    job = example("mnist-mwms.yaml")
+    worker = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    worker["resources"] = {"limits": {"memory": "1536Mi"}}
+    worker["env"] = [GENERATION_ENV]
+    # The first incarnation of worker 1 touches 2 GiB before it trains.
+    worker["args"] = [
+        'if [ "$GENERATION" = 0 ] && [ "$TFJOB_REPLICA_INDEX" = 1 ]; then '
+        "exec python -c 'block = b\"x\" * (2 * 2**30)'; fi; exec tfjob-train \"$@\"",
+        "tfjob-train",
+        *worker["args"],
+    ]
+    worker["command"] = ["sh", "-c"]
+    tfjobs.create(job)
+    finished = tfjobs.wait_state("mnist-mwms", "Succeeded", TRAINING_TIMEOUT)
+    assert finished["status"]["restartCount"] == 1
+    (restart,) = [e for e in tfjobs.events("mnist-mwms") if e.reason == "TFJobRestarting"]
+    assert "worker-1 exited with code 137 (OOMKilled)" in restart.message
+    assert results(tfjobs, "mnist-mwms-worker-0")["accuracy"] >= 0.9

@@ -1,8 +1,8 @@
 """The controller against the real API server, with replicas that run small shell commands.
 
-Each test drives one transition of the TFJob lifecycle through the process node: pods are
-real processes whose exit codes the kubelet stand-in reports, exactly as TensorFlow
-processes would be.
+Each test drives one transition of the TFJob lifecycle through the local cluster's node:
+pods are real containers whose exit codes the kubelet reports, exactly as those of
+TensorFlow processes would be.
 """
 
 from __future__ import annotations
@@ -146,21 +146,23 @@ def test_on_failure_restarts_in_place_until_backoff_limit(tfjobs: TFJobs) -> Non
     assert "past backoffLimit 1" in failed["message"]
 
 
-def test_evicted_pod_is_restarted_even_under_never(
-    tfjobs: TFJobs, core_v1: Any, local_cluster: Any
-) -> None:
-    script = '[ "$GENERATION" = 0 ] && exec sleep 3600; sleep 2'
-    tfjobs.create(tfjob("evict", {"Worker": shell_replica(script, 2, "Never")}))
-    tfjobs.wait_state("evict", "Running", 60)
-    core_v1.connect_post_node_proxy_with_path(
-        local_cluster.node_name,
-        f"debug/evict/{tfjobs.namespace}/evict-worker-1",
-        _preload_content=False,
+def test_evicted_pod_is_restarted_even_under_never(tfjobs: TFJobs) -> None:
+    """The kubelet evicts worker 1 for filling its emptyDir past its sizeLimit."""
+    script = (
+        '[ "$GENERATION" = 0 ] && [ "$HOSTNAME" = evict-worker-1 ] && '
+        "head -c 4194304 /dev/zero > /scratch/fill; "
+        '[ "$GENERATION" = 0 ] && exec sleep 3600; sleep 2'
     )
-    job = tfjobs.wait_state("evict", "Succeeded", 90)
+    worker = shell_replica(script, 2, "Never")
+    pod = worker["template"]["spec"]
+    pod["containers"][0]["volumeMounts"] = [{"name": "scratch", "mountPath": "/scratch"}]
+    pod["volumes"] = [{"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}}]
+    tfjobs.create(tfjob("evict", {"Worker": worker}))
+    job = tfjobs.wait_state("evict", "Succeeded", 120)
     assert job["status"]["restartCount"] == 1
     (restart,) = [e for e in tfjobs.events("evict") if e.reason == "TFJobRestarting"]
     assert "worker-1 was disrupted (Evicted)" in restart.message
+    assert "exceeds the limit" in restart.message
     assert "restarting worker-0, worker-1" in restart.message
 
 

@@ -1,9 +1,10 @@
 """The Helm chart and the kustomize install, proven on the local cluster.
 
-The installed operator runs as a pod on the process node under the chart's ServiceAccount
-(its projected token, its RBAC), in a namespace that enforces Pod Security "restricted",
-and runs a TFJob to Succeeded: that proves the RBAC is enough. The checkout's own operator
-is stopped meanwhile so the installed one is alone.
+The installed operator runs as a pod from its image on the local cluster's node, under
+the chart's ServiceAccount (its projected token, its RBAC), in a namespace that enforces
+Pod Security "restricted", with a read-only root filesystem, and runs a TFJob to
+Succeeded: that proves the RBAC is enough. The checkout's own operator is stopped
+meanwhile so the installed one is alone.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from support.tfjobs import TFJobs, shell_replica, tfjob
 
 from tfjob_localcluster.chart import CHART, RELEASE, run_helm
+from tfjob_localcluster.images import OPERATOR
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +40,8 @@ class Helm:
 
 
 @pytest.fixture(scope="module")
-def helm(kubeconfig: str) -> Helm:
+def helm(kubeconfig: str, project_images: tuple[str, ...]) -> Helm:
+    """Helm against the session's cluster, whose node has the operator's image."""
     return Helm(kubeconfig)
 
 
@@ -117,6 +120,17 @@ def test_installed_operator_runs_a_tfjob_under_the_chart_identity(
     pod = _operator_pod(kubectl, release_namespace)
     assert pod["spec"]["serviceAccountName"] == RELEASE
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    (status,) = pod["status"]["containerStatuses"]
+    assert status["image"] == f"docker.io/library/{OPERATOR}"
+    # The image's files, read-only, as the uid the chart sets.
+    probe = kubectl(
+        "exec", "-n", release_namespace, pod["metadata"]["name"], "--",
+        "sh", "-c", "id -u; touch /opt/venv/x 2>&1; test -x /opt/venv/bin/tfjob-operator",
+        check=False,
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.splitlines()[0] == "65532"
+    assert "Read-only file system" in probe.stdout
     tfjobs = TFJobs(k8s_client, namespace)
     tfjobs.create(
         tfjob(

@@ -1,13 +1,14 @@
 """Where the end-to-end scenarios run: the local cluster, or a kind cluster.
 
 The scenarios are written once against `Backend`; `--backends` picks which run
-(default: both, and kind skips, with its reason, where Docker cannot run containers).
+(default: both; kind skips, with its reason, where it cannot run here). On both, the
+operator and trainer images built by `make images` are in the node's runtime and the
+Helm chart installs the operator, which runs as a pod from its image, as users run it.
 
-- local: the local control plane, the process node (real TensorFlow processes), and the
-  operator from this checkout as a process.
-- kind: a kind cluster created for the session; the operator and trainer images are built
-  with Docker, loaded with `kind load docker-image`, and the Helm chart installs the
-  operator; the cluster is deleted at the end.
+- local: the session's local cluster (tfjob_localcluster), the images imported into its
+  containerd; containers are killed through that containerd.
+- kind: a kind cluster created for the module, the images loaded with
+  `kind load docker-image`; containers are killed with crictl in the node.
 """
 
 from __future__ import annotations
@@ -20,13 +21,17 @@ from typing import Any, Protocol
 import pytest
 from kubernetes import client, config
 
-from support.operator_process import OperatorProcess
+from support.fixtures import stop_session_operator
 from tfjob_localcluster import kind
 from tfjob_localcluster.binaries import locate
-from tfjob_localcluster.chart import install_operator
+from tfjob_localcluster.chart import RELEASE, SELECTOR, install_operator, run_helm
+from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.kind import KindCluster, run
 
 BACKENDS = ("local", "kind")
+RELEASE_NAMESPACE = "tfjob-system"
+#: (api client, namespace) of a scenario, set by its `tfjobs` fixture for the diagnosis.
+SCENARIO_KEY = pytest.StashKey[tuple[client.ApiClient, str]]()
 
 
 class Backend(Protocol):
@@ -35,7 +40,7 @@ class Backend(Protocol):
     api_client: client.ApiClient
 
     def kill_operator(self) -> None:
-        """SIGKILL the operator; it stays down until `start_operator`."""
+        """Stop the operator abruptly; it stays down until `start_operator`."""
 
     def start_operator(self) -> None: ...
 
@@ -43,74 +48,82 @@ class Backend(Protocol):
         """SIGKILL a container's main process, as a crash or the OOM killer would."""
 
 
-class LocalBackend:
-    name = "local"
+class ChartBackend:
+    """A cluster whose operator the Helm chart installed (release namespace tfjob-system)."""
 
-    def __init__(self, cluster: Any, operator: OperatorProcess, api_client: client.ApiClient):
-        self.cluster = cluster
-        self.operator = operator
-        self.kubeconfig = str(cluster.kubeconfig)
-        self.api_client = api_client
+    name = "chart"
 
-    def kill_operator(self) -> None:
-        self.operator.kill()
-
-    def start_operator(self) -> None:
-        self.operator.start()
-
-    def kill_container(self, namespace: str, pod: str, container: str = "tensorflow") -> None:
-        client.CoreV1Api(self.api_client).connect_post_node_proxy_with_path(
-            self.cluster.node_name,
-            f"debug/signal/{namespace}/{pod}/{container}/KILL",
-            _preload_content=False,
-        )
-
-
-class KindBackend:
-    """A kind cluster with the images built from this checkout and the chart installed."""
-
-    name = "kind"
-    release_namespace = "tfjob-system"
-
-    def __init__(self, workdir: Path) -> None:
-        self.cluster = KindCluster(workdir)
-        self.kubeconfig = str(self.cluster.kubeconfig)
+    def __init__(self, kubeconfig: str) -> None:
+        self.kubeconfig = kubeconfig
         self.kubectl = str(locate("kubectl").kubectl)
         self.api_client: client.ApiClient
 
-    def create(self) -> None:
-        self.cluster.create()
-        install_operator(self.kubeconfig, self.release_namespace)
+    def install(self) -> None:
+        install_operator(self.kubeconfig, RELEASE_NAMESPACE)
         self.api_client = config.new_client_from_config(config_file=self.kubeconfig)
 
-    def delete(self) -> None:
-        self.cluster.delete()
+    def uninstall(self) -> None:
+        run_helm(self.kubeconfig, "uninstall", RELEASE, "-n", RELEASE_NAMESPACE, "--wait")
+        self._kubectl("wait", "--for=delete", "pod", "-l", SELECTOR, "--timeout=60s")
+        self.api_client.close()
 
     def kill_operator(self) -> None:
         self._kubectl("scale", "deployment/tfjob-operator", "--replicas=0")
         self._kubectl(
-            "delete", "pod", "-l", "app.kubernetes.io/name=tfjob-operator",
-            "--grace-period=0", "--force", "--wait=false",
-        )  # fmt: skip
+            "delete", "pod", "-l", SELECTOR, "--grace-period=0", "--force", "--wait=false"
+        )
 
     def start_operator(self) -> None:
         self._kubectl("scale", "deployment/tfjob-operator", "--replicas=1")
         self._kubectl("rollout", "status", "deployment/tfjob-operator", "--timeout=120s")
 
-    def kill_container(self, namespace: str, pod: str, container: str = "tensorflow") -> None:
-        """SIGKILL from the node: inside the container, pid 1 ignores it."""
+    def container_id(self, namespace: str, pod: str, container: str) -> tuple[str, str]:
+        """(node name, container ID) of a running container."""
         body = json.loads(self._kubectl("get", "pod", pod, "-n", namespace, "-o", "json", ns=False))
         status = next(c for c in body["status"]["containerStatuses"] if c["name"] == container)
-        container_id = status["containerID"].split("://", 1)[1]
+        return body["spec"]["nodeName"], status["containerID"].split("://", 1)[1]
+
+    def _kubectl(self, *args: str, ns: bool = True) -> str:
+        scope = ["-n", RELEASE_NAMESPACE] if ns else []
+        return run(self.kubectl, f"--kubeconfig={self.kubeconfig}", *scope, *args)
+
+
+class LocalBackend(ChartBackend):
+    name = "local"
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        super().__init__(str(cluster.kubeconfig))
+        self.cluster = cluster
+
+    def kill_container(self, namespace: str, pod: str, container: str = "tensorflow") -> None:
+        assert self.cluster.runtime is not None
+        self.cluster.runtime.kill(self.container_id(namespace, pod, container)[1])
+
+
+class KindBackend(ChartBackend):
+    """A kind cluster with the images built from this checkout and the chart installed."""
+
+    name = "kind"
+
+    def __init__(self, workdir: Path) -> None:
+        self.cluster = KindCluster(workdir)
+        super().__init__(str(self.cluster.kubeconfig))
+
+    def create(self) -> None:
+        self.cluster.create()
+        self.install()
+
+    def delete(self) -> None:
+        self.cluster.delete()
+
+    def kill_container(self, namespace: str, pod: str, container: str = "tensorflow") -> None:
+        """SIGKILL from the node: inside the container, PID 1 ignores it."""
+        node, container_id = self.container_id(namespace, pod, container)
         pid_of = (
             f"crictl inspect --output go-template --template '{{{{.info.pid}}}}' {container_id}"
         )
         # A kind node's Docker container is named like the node.
-        run("docker", "exec", body["spec"]["nodeName"], "sh", "-c", f"kill -9 $({pid_of})")
-
-    def _kubectl(self, *args: str, ns: bool = True) -> str:
-        scope = ["-n", self.release_namespace] if ns else []
-        return run(self.kubectl, f"--kubeconfig={self.kubeconfig}", *scope, *args)
+        run("docker", "exec", node, "sh", "-c", f"kill -9 $({pid_of})")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -118,7 +131,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--backends",
         default=",".join(BACKENDS),
         help="comma-separated e2e backends to run: local, kind (default: both; kind skips "
-        "where no container engine runs)",
+        "where it cannot run here)",
     )
 
 
@@ -134,20 +147,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         "backend",
         [pytest.param(name, marks=marks[name], id=name) for name in chosen],
         indirect=True,
-        scope="session",
+        scope="module",
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def backend(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Backend]:
+) -> Iterator[Any]:
     if request.param == "local":
-        yield LocalBackend(
-            request.getfixturevalue("local_cluster"),
-            request.getfixturevalue("operator"),
-            request.getfixturevalue("k8s_client"),
-        )
+        request.getfixturevalue("project_images")
+        # The checkout's operator, if a test started it, must not run beside the chart's.
+        stop_session_operator(request.config)
+        local = LocalBackend(request.getfixturevalue("local_cluster"))
+        local.install()
+        try:
+            yield local
+        finally:
+            local.uninstall()
         return
     reason = kind.unavailable()
     if reason is not None:

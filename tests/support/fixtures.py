@@ -63,15 +63,19 @@ def tfjobs(operator: OperatorProcess, k8s_client: Any, namespace: str) -> TFJobs
     return TFJobs(k8s_client, namespace)
 
 
-@pytest.fixture
-def session_operator_stopped(request: pytest.FixtureRequest) -> None:
-    """Stops the checkout's operator, for tests where an installed operator must be alone.
+def stop_session_operator(config: pytest.Config) -> None:
+    """Stops the checkout's operator, where an installed operator must be alone.
 
     `tfjobs` starts it again for the tests that follow.
     """
-    process = request.config.stash.get(_OPERATOR_KEY, None)
+    process = config.stash.get(_OPERATOR_KEY, None)
     if process is not None:
         process.stop()
+
+
+@pytest.fixture
+def session_operator_stopped(request: pytest.FixtureRequest) -> None:
+    stop_session_operator(request.config)
 
 
 @pytest.hookimpl(wrapper=True)

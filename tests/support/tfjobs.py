@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kubernetes import client, watch
+from tfjob_localcluster.images import BUSYBOX
 
 GROUP, VERSION, PLURAL = "tfjob.dev", "v1", "tfjobs"
 T = TypeVar("T")
-SHELL_IMAGE = "localhost/shell:1"
+SHELL_IMAGE = BUSYBOX
 #: Lets a replica's command know which incarnation it is (0 before any restart).
 GENERATION_ENV = {
     "name": "GENERATION",

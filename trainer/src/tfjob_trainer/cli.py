@@ -85,7 +85,10 @@ def _run(options: TrainerOptions, config: TFConfig, entry: EntryFunction | None)
         from tfjob_trainer.server import serve_forever
 
         serve_forever(resolver)
-    strategy = tf_runtime.create_strategy(strategy_name, resolver, options)
+    from tfjob_trainer.peers import PeerWatch
+
+    with PeerWatch(config):
+        strategy = tf_runtime.create_strategy(strategy_name, resolver, options)
     ctx = _context(options, config, strategy_name, strategy, resolver)
     if entry is None:
         entry = _builtin(role)

@@ -7,6 +7,9 @@ Built as data and created through the API by the launcher:
 - CoreDNS serves Service DNS (`<svc>.<ns>.svc.cluster.local`, pod hostnames under a
   headless Service) at the `kube-dns` Service's ClusterIP, from the image built here.
   Nothing outside the cluster is reachable from it, so it answers cluster names only.
+  Records keep the plugin's default TTL of 5 s (kubeadm sets 30): a peer looked up
+  before its pod has an address is cached as absent for that long, and TensorFlow
+  tasks start at the same moment as their peers.
 """
 
 from __future__ import annotations
@@ -45,7 +48,6 @@ def corefile(cluster_domain: str) -> str:
         f"    kubernetes {cluster_domain} in-addr.arpa ip6.arpa {{\n"
         "        pods insecure\n"
         "        fallthrough in-addr.arpa ip6.arpa\n"
-        "        ttl 30\n"
         "    }\n"
         "    prometheus :9153\n"
         "    cache 30\n"

@@ -1,15 +1,29 @@
-"""Installs the operator with the repository's Helm chart, as users do."""
+"""Installs the operator with the repository's Helm chart, as users do, and waits for it.
+
+The wait is ours, not `helm --wait`: it watches the operator's pod and fails as soon as
+the pod cannot get further (CrashLoopBackOff, an image the node does not have, ...) or
+stops making progress, with a diagnosis (diagnose.py) instead of a timeout minutes later.
+"""
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kubernetes import client, config
+
+from tfjob_localcluster import diagnose
 from tfjob_localcluster.binaries import locate
 
 CHART = Path(__file__).resolve().parents[4] / "charts" / "tfjob-operator"
 RELEASE = "tfjob-operator"
+SELECTOR = f"app.kubernetes.io/name=tfjob-operator,app.kubernetes.io/instance={RELEASE}"
+
+
+class InstallError(RuntimeError):
+    pass
 
 
 def run_helm(kubeconfig: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -27,26 +41,72 @@ def helm(kubeconfig: Path | str, *args: str) -> str:
     """The pinned helm's output; raises with its output when it fails."""
     done = run_helm(kubeconfig, *args)
     if done.returncode != 0:
-        raise RuntimeError(f"helm {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
+        raise InstallError(f"helm {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
     return done.stdout
 
 
 def install_operator(
-    kubeconfig: Path | str, namespace: str = "tfjob-system", values: Sequence[str] = ()
-) -> str:
+    kubeconfig: Path | str,
+    namespace: str = "tfjob-system",
+    values: Sequence[str] = (),
+    timeout: float = 300,
+    say: Callable[[str], None] = lambda _message: None,
+) -> None:
     """Installs, or upgrades to, this checkout's operator, and waits until it is available.
 
     Helm installs a chart's CRDs on the first install only, so the CRD is applied first:
     a cluster kept from an earlier run gets the current one too.
     """
     kubectl = str(locate("kubectl").kubectl)
-    subprocess.run(
+    applied = subprocess.run(
         [kubectl, f"--kubeconfig={kubeconfig}", "apply", "--server-side", "--force-conflicts",
          "-f", str(CHART / "crds")],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
+    if applied.returncode != 0:
+        raise InstallError(f"applying the CRD failed:\n{applied.stderr}")
     settings = [part for value in values for part in ("--set", value)]
-    return helm(
+    helm(
         kubeconfig, "upgrade", "--install", RELEASE, str(CHART), "--namespace", namespace,
-        "--create-namespace", "--wait", "--timeout=300s", *settings,
+        "--create-namespace", *settings,
     )  # fmt: skip
+    say("helm upgrade --install done; waiting for the operator's pod")
+    api = config.new_client_from_config(config_file=str(kubeconfig))
+    try:
+        wait_available(api, namespace, timeout)
+    finally:
+        api.close()
+
+
+def wait_available(api: client.ApiClient, namespace: str, timeout: float) -> None:
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    watch = diagnose.StallWatch()
+    deadline = time.monotonic() + timeout
+
+    def diagnosis() -> str:
+        return diagnose.describe_pods(core, namespace, SELECTOR)
+
+    while True:
+        deployment = apps.read_namespaced_deployment(RELEASE, namespace)
+        status, wanted = deployment.status, deployment.spec.replicas
+        if (
+            (status.observed_generation or 0) >= deployment.metadata.generation
+            and status.updated_replicas == wanted
+            and status.available_replicas == wanted
+            and not status.unavailable_replicas
+        ):
+            return
+        pods = core.list_namespaced_pod(namespace, label_selector=SELECTOR).items
+        for pod in pods:
+            reason = diagnose.stuck(pod)
+            if reason is not None:
+                raise InstallError(f"the operator cannot start ({reason}):\n{diagnosis()}")
+        watch.observe(
+            sorted(
+                (p.metadata.name, p.status.phase, str(p.status.container_statuses)) for p in pods
+            )
+        )
+        watch.check("the operator's rollout", diagnosis)
+        if time.monotonic() > deadline:
+            raise InstallError(f"the operator was not available in {timeout:g}s:\n{diagnosis()}")
+        time.sleep(1)

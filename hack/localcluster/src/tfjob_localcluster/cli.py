@@ -4,6 +4,8 @@
     tfjob-localcluster down --state-dir DIR    stop it
     tfjob-localcluster run --state-dir DIR     run in the foreground until Ctrl-C
     tfjob-localcluster status [--state-dir DIR]
+    tfjob-localcluster images [--gpu]          build the images (`make images`)
+    tfjob-localcluster load --state-dir DIR IMAGE...   import built images into the node
 
 `up` starts a detached supervisor (`run`, output in DIR/supervisor.log) and prints
 `export KUBECONFIG=...` on stdout once the cluster is ready, so `eval "$(...)"` works.
@@ -26,8 +28,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from tfjob_localcluster import images
 from tfjob_localcluster.binaries import MissingBinaryError, cache_root
 from tfjob_localcluster.cluster import ClusterError, LocalCluster
+from tfjob_localcluster.engine import EngineUnavailableError
+from tfjob_localcluster.noderuntime import NodeRuntime, NodeRuntimeError
+from tfjob_localcluster.packages import PackageError
 from tfjob_localcluster.procs import ProcessIdentity, tail
 from tfjob_localcluster.registry import Registry, RegistryError
 
@@ -95,7 +101,14 @@ def cmd_run(paths: Paths) -> int:
             paths.ready.write_text(str(cluster.kubeconfig))
             while not stop.wait(2):
                 cluster.check()
-        except (ClusterError, MissingBinaryError, RegistryError) as error:
+        except (
+            ClusterError,
+            MissingBinaryError,
+            RegistryError,
+            PackageError,
+            images.MissingImageError,
+            NodeRuntimeError,
+        ) as error:
             _note(f"error: {error}")
             return 1
         finally:
@@ -108,7 +121,7 @@ def cmd_run(paths: Paths) -> int:
 
 def cmd_up(paths: Paths, timeout: float) -> int:
     if os.geteuid() != 0:
-        _note("the local cluster needs root (network namespaces, veth pairs, a bridge)")
+        _note("the local cluster needs root (its node runs in namespaces of its own)")
         return 2
     with _exclusive(paths) as lock:
         running = lock is None
@@ -178,7 +191,7 @@ def cmd_status(paths: Paths) -> int:
         info = json.loads(paths.info.read_text())
         print(f"{paths.state_dir}: running (supervisor pid {identity.pid})")
         print(f"  API server: {info['api_url']}")
-        print(f"  node: {info['node_name']} at {info['host_ip']}")
+        print(f"  node: {info['node_name']} at {info['node_ip']}")
         print(f"  {_export_line(paths)}")
         nodes = subprocess.run(
             [info["kubectl"], f"--kubeconfig={info['kubeconfig']}", "get", "nodes"],
@@ -194,6 +207,31 @@ def cmd_status(paths: Paths) -> int:
             owner = f"owner pid {slot.owner.pid}"
             print(f"  slot {slot.index}: pods {slot.subnet}, {owner}, {slot.state_dir}")
     return 0 if identity is not None else 3
+
+
+def cmd_images(gpu: bool) -> int:
+    wanted = [*images.DEFAULT_IMAGES, *([images.TRAINER_GPU] if gpu else [])]
+    try:
+        built = images.ImageStore(say=lambda m: _note(f"images: {m}")).build(wanted)
+    except (EngineUnavailableError, PackageError, images.MissingImageError) as error:
+        _note(f"error: {error}")
+        return 1
+    print(images.describe(built))
+    return 0
+
+
+def cmd_load(paths: Paths, references: list[str]) -> int:
+    if paths.supervisor_identity() is None or not paths.ready.exists():
+        _note(f"no cluster running in {paths.state_dir}")
+        return 1
+    info = json.loads(paths.info.read_text())
+    runtime = NodeRuntime(int(info["node_init_pid"]), paths.state_dir / "node")
+    try:
+        runtime.load_all(images.ImageStore(), references, _note)
+    except (images.MissingImageError, NodeRuntimeError) as error:
+        _note(f"error: {error}")
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,8 +254,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         if name == "up":
             command.add_argument("--timeout", type=float, default=UP_TIMEOUT)
+    build = commands.add_parser("images", help="build the images into the cache")
+    build.add_argument("--gpu", action="store_true", help=f"also build {images.TRAINER_GPU}")
+    load = commands.add_parser("load", help="import built images into the running node")
+    load.add_argument("--state-dir", type=Path, default=default_dir, help=f"default: {default_dir}")
+    load.add_argument("image", nargs="+")
     args = parser.parse_args(argv)
+    if args.command == "images":
+        return cmd_images(args.gpu)
     paths = Paths(args.state_dir)
+    if args.command == "load":
+        return cmd_load(paths, args.image)
     if args.command == "up":
         return cmd_up(paths, args.timeout)
     if args.command == "down":

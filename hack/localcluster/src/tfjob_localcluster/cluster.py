@@ -186,10 +186,7 @@ class LocalCluster:
         """Imports images built by `make images` into the node (skips those it has)."""
         if self.runtime is None:
             raise ClusterError("the cluster is not running")
-        for reference in references:
-            started = time.monotonic()
-            if self.runtime.load(reference, self.images.tar(reference)):
-                self._say(f"image {reference} imported in {time.monotonic() - started:.1f}s")
+        self.runtime.load_all(self.images, references, self._say)
 
     # --- details ---------------------------------------------------------------------
 

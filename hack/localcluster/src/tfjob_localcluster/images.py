@@ -6,7 +6,9 @@
   made here (baseimage.py);
 - the node's: `pause` and CoreDNS, FROM scratch with the binaries of
   hack/build-binaries.sh (hack/images/*.Dockerfile), under the names kubelet and kubeadm
-  expect.
+  expect;
+- `busybox` (Debian's busybox-static FROM scratch), for test pods that run shell
+  commands.
 
 Each image is saved (`docker save`) as a tar in `<cache>/images/`, named by a digest of
 its inputs: the Dockerfile, the files its COPY lines take from the context, and the base.
@@ -32,6 +34,7 @@ from tfjob_localcluster.binaries import HACK, cache_root, read_versions, tool_di
 from tfjob_localcluster.engine import DockerEngine
 
 REPOSITORY = HACK.parent
+IMAGES_DIR = HACK / "images"
 PULL_TIMEOUT = 120
 # Written by the context's COPY lines but never shaping the image.
 IGNORED_PARTS = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache")
@@ -45,34 +48,41 @@ class MissingImageError(RuntimeError):
 class ImageSpec:
     reference: str
     dockerfile: Path
-    # "repository" (the checkout), or the hack/build-binaries.sh tool whose directory
-    # is the context.
+    # "repository" (the checkout), "images" (hack/images), or the hack/build-binaries.sh
+    # tool whose directory is the context.
     context: str = "repository"
-    optional: bool = False  # built only when asked for (the GPU trainer)
 
     @property
     def uses_base(self) -> bool:
-        return self.context == "repository"
+        return "\nARG BASE=" in self.dockerfile.read_text()
 
     def context_dir(self) -> Path:
-        return REPOSITORY if self.context == "repository" else tool_dir(self.context)
+        if self.context == "repository":
+            return REPOSITORY
+        if self.context == "images":
+            return IMAGES_DIR
+        return tool_dir(self.context)
 
 
 OPERATOR = "tfjob-operator:0.1.0"
 TRAINER = "tfjob-trainer:0.1.0"
 TRAINER_GPU = "tfjob-trainer:0.1.0-gpu"
+BUSYBOX = "busybox:1.35.0"
 PAUSE = "registry.k8s.io/pause:3.10.1"
 COREDNS = f"registry.k8s.io/coredns/coredns:{read_versions()['COREDNS_VERSION']}"
 
 SPECS = (
-    ImageSpec(PAUSE, HACK / "images" / "pause.Dockerfile", "nodetools"),
-    ImageSpec(COREDNS, HACK / "images" / "coredns.Dockerfile", "coredns"),
+    ImageSpec(PAUSE, IMAGES_DIR / "pause.Dockerfile", "nodetools"),
+    ImageSpec(COREDNS, IMAGES_DIR / "coredns.Dockerfile", "coredns"),
+    ImageSpec(BUSYBOX, IMAGES_DIR / "busybox.Dockerfile", "images"),
     ImageSpec(OPERATOR, REPOSITORY / "operator" / "Dockerfile"),
     ImageSpec(TRAINER, REPOSITORY / "trainer" / "Dockerfile"),
-    ImageSpec(TRAINER_GPU, REPOSITORY / "trainer" / "Dockerfile.gpu", optional=True),
+    ImageSpec(TRAINER_GPU, REPOSITORY / "trainer" / "Dockerfile.gpu"),
 )
 NODE_IMAGES = (PAUSE, COREDNS)
 PROJECT_IMAGES = (OPERATOR, TRAINER)
+#: What `make images` builds (the GPU trainer only when asked for).
+DEFAULT_IMAGES = (*NODE_IMAGES, BUSYBOX, *PROJECT_IMAGES)
 
 
 def spec_of(reference: str) -> ImageSpec:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from tfjob_localcluster.images import ImageStore
 from tfjob_localcluster.node.config import CONTAINERD_SOCKET
 
 NAMESPACE = "k8s.io"
@@ -57,6 +59,15 @@ class NodeRuntime:
         done[reference] = tar.name
         self.record.write_text(json.dumps(done, indent=2))
         return True
+
+    def load_all(
+        self, store: ImageStore, references: Iterable[str], say: Callable[[str], None]
+    ) -> None:
+        """Imports images built by `make images` (skips those the node has)."""
+        for reference in references:
+            started = time.monotonic()
+            if self.load(reference, store.tar(reference)):
+                say(f"image {reference} imported in {time.monotonic() - started:.1f}s")
 
     def _has(self, reference: str) -> bool:
         names = self.images()

@@ -3,9 +3,11 @@
 Load it from `tests/conftest.py` with `pytest_plugins = ["tfjob_localcluster.pytest_plugin"]`.
 
 - `local_cluster` (session): a LocalCluster, started the first time a test asks for it
-  and stopped at the end of the session. Its state dir (component logs under
-  `logs/`, pod logs under `node/pods/`) is under /tmp; it is removed after a passing
-  session and kept, with its path printed, when a test failed.
+  and stopped at the end of the session, with the busybox image loaded. Its state dir
+  (component logs under `logs/`, pod logs under `node/var-log/pods/`) lies in a
+  directory of /tmp closed to other users, as root's home is; it is removed after a
+  passing session and kept, with its path printed, when a test failed.
+- `project_images` (session): the operator and trainer images, loaded into that cluster.
 - `kubeconfig` (session): the admin kubeconfig path, as a string.
 - `kubectl` (session): `kubectl("get", "pods", "-n", ns)` runs the pinned kubectl with
   that kubeconfig and returns the CompletedProcess (text); raises KubectlError with
@@ -31,6 +33,7 @@ from typing import Any
 import pytest
 
 from tfjob_localcluster.cluster import LocalCluster
+from tfjob_localcluster.images import BUSYBOX, PROJECT_IMAGES
 
 log = logging.getLogger("tfjob_localcluster")
 
@@ -77,8 +80,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             report.sections.append(
                 (
                     "tfjob-localcluster",
-                    f"cluster state dir: {state_dir}\n"
-                    f"component logs: {state_dir}/logs/\npod logs: {state_dir}/node/pods/",
+                    f"cluster state dir: {state_dir}/cluster\n"
+                    f"component logs: {state_dir}/cluster/logs/\n"
+                    f"pod logs: {state_dir}/cluster/node/var-log/pods/",
                 )
             )
     return report
@@ -89,21 +93,23 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state_dir is not None and state_dir.exists():
         terminalreporter.write_line(
             f"tfjob-localcluster: state dir kept for inspection: {state_dir} "
-            f"(component logs in {state_dir}/logs/)"
+            f"(component logs in {state_dir}/cluster/logs/)"
         )
 
 
 @pytest.fixture(scope="session")
 def local_cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
+    # mkdtemp makes the directory 0700.
     state_dir = Path(tempfile.mkdtemp(prefix="tfjob-localcluster-pytest-", dir="/tmp"))
     request.config.stash[_STATE_DIR_KEY] = state_dir
-    cluster = LocalCluster(state_dir, say=log.info)
+    cluster = LocalCluster(state_dir / "cluster", say=log.info)
     try:
         cluster.start()
+        cluster.load_images([BUSYBOX])
     except Exception as error:
         request.config.stash[_FAILED_KEY] = True
         raise RuntimeError(
-            f"the local cluster did not start (logs in {state_dir}/logs/): {error}"
+            f"the local cluster did not start (logs in {state_dir}/cluster/logs/): {error}"
         ) from error
     try:
         yield cluster
@@ -112,6 +118,12 @@ def local_cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
         if not request.config.stash[_FAILED_KEY]:
             shutil.rmtree(state_dir, ignore_errors=True)
             del request.config.stash[_STATE_DIR_KEY]
+
+
+@pytest.fixture(scope="session")
+def project_images(local_cluster: LocalCluster) -> tuple[str, ...]:
+    local_cluster.load_images(PROJECT_IMAGES)
+    return PROJECT_IMAGES
 
 
 @pytest.fixture(scope="session")

@@ -11,17 +11,54 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tfjob_localcluster.images import BUSYBOX
+
 Obj = dict[str, Any]
 
+#: Answers "who?" on :2222 with its hostname until `expected` peers asked (a probe's bare
+#: connection does not count), and asks each peer name given, retrying until the name
+#: resolves and the peer answers.
+PEER_PROGRAM = """
+import socket, sys, threading, time
+expected, peers = int(sys.argv[1]), sys.argv[2:]
+served = threading.Semaphore(0)
+server = socket.create_server(("0.0.0.0", 2222))
+def serve():
+    while True:
+        connection, _ = server.accept()
+        with connection:
+            if connection.recv(4) == b"who?":
+                connection.sendall(socket.gethostname().encode())
+                served.release()
+threading.Thread(target=serve, daemon=True).start()
+deadline = time.time() + 90
+for peer in peers:
+    while True:
+        try:
+            with socket.create_connection((peer, 2222), timeout=2) as connection:
+                connection.sendall(b"who?")
+                print(peer, "->", connection.recv(100).decode(), flush=True)
+                break
+        except OSError as error:
+            if time.time() > deadline:
+                raise SystemExit(f"{peer}: {error}")
+            time.sleep(0.2)
+for _ in range(expected):
+    if not served.acquire(timeout=90):
+        raise SystemExit("the peers did not all connect")
+"""
 
-def container(name: str, command: list[str], **extra: Any) -> Obj:
-    return {"name": name, "image": "busybox", "command": command, **extra}
+
+
+def container(name: str, command: list[str], image: str = BUSYBOX, **extra: Any) -> Obj:
+    return {"name": name, "image": image, "command": command, **extra}
 
 
 def pod_manifest(
     name: str,
     command: list[str] | None = None,
     *,
+    image: str = BUSYBOX,
     restart_policy: str = "Never",
     containers: list[Obj] | None = None,
     labels: dict[str, str] | None = None,
@@ -34,7 +71,7 @@ def pod_manifest(
         "spec": {
             "restartPolicy": restart_policy,
             "terminationGracePeriodSeconds": 5,
-            "containers": containers or [container("main", command or ["true"])],
+            "containers": containers or [container("main", command or ["true"], image)],
             **spec,
         },
     }
@@ -47,6 +84,8 @@ def headless_service(name: str, selector: dict[str, str], port: int = 2222) -> O
         "metadata": {"name": name},
         "spec": {
             "clusterIP": "None",
+            # As the operator's: a pod resolves as soon as it has an address.
+            "publishNotReadyAddresses": True,
             "selector": selector,
             "ports": [{"name": "grpc", "port": port, "targetPort": port}],
         },
@@ -120,11 +159,12 @@ class Pods:
         )
 
     def log(self, name: str, container: str | None = None, previous: bool = False) -> str:
-        """The container's log, read through the API server (as `kubectl logs`)."""
-        text: str = self.core_v1.read_namespaced_pod_log(
-            name, self.namespace, container=container, previous=previous
+        """The container's log, read through the API server (as `kubectl logs`), exactly:
+        the client would parse a log that looks like JSON and strip its last newline."""
+        reply = self.core_v1.read_namespaced_pod_log(
+            name, self.namespace, container=container, previous=previous, _preload_content=False
         )
-        return text
+        return str(reply.data.decode())
 
     def wait_log(
         self, name: str, predicate: Callable[[str], bool], what: str, timeout: float = 60

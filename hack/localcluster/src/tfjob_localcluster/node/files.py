@@ -101,6 +101,8 @@ def kubelet_config(config: NodeConfig) -> dict[str, Any]:
             "imagefs.available": "0%",
         },
         "podLogsDir": "/var/log/pods",
+        # emptyDir usage (and with it sizeLimit eviction) measured every 10 s, not 60 s.
+        "volumeStatsAggPeriod": "10s",
         # Its default, under /usr/libexec, would be created on the host.
         "volumePluginDir": f"{KUBELET_DIR}/volume-plugins",
         "rotateCertificates": False,

@@ -1,0 +1,11 @@
+# busybox (Debian's busybox-static) FROM scratch: a small image with a shell, for pods
+# that run shell commands in the tests. The base is a build argument, as in the
+# project's Dockerfiles.
+ARG BASE=python:3.11.14-slim-bookworm
+FROM ${BASE} AS build
+RUN apt-get update && apt-get install -y --no-install-recommends busybox-static
+
+FROM scratch
+COPY --from=build /bin/busybox /bin/busybox
+RUN ["/bin/busybox", "--install", "-s", "/bin"]
+CMD ["sh"]

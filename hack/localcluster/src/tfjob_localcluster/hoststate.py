@@ -1,0 +1,101 @@
+"""What the local cluster could leave on the host, as one comparable snapshot.
+
+A cluster must leave the host as it found it: no network links or routes, no network
+namespaces, no mounts, no cgroups, no files under the system directories its
+components use by default, no firewall rules, no changed kernel settings. The lifecycle
+tests take a snapshot before a cluster starts and compare it with one after it stopped
+(or after a SIGKILLed cluster was swept); `difference` names what changed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from tfjob_localcluster import cgroups
+from tfjob_localcluster.node.tunables import KUBELET_TUNABLES
+
+# Where kubelet, containerd, CNI plugins and dockerd write by default.
+WATCHED_DIRS = (
+    "/run", "/var/run", "/var/lib", "/var/log", "/etc", "/opt", "/usr/libexec",
+    "/run/netns", "/etc/cni", "/etc/netns",
+)  # fmt: skip
+SYSCTLS = (
+    *KUBELET_TUNABLES,
+    "net/ipv4/ip_forward",
+    "net/bridge/bridge-nf-call-iptables",
+)
+
+
+@dataclass(frozen=True)
+class HostState:
+    links: tuple[str, ...]
+    routes: tuple[str, ...]
+    mounts: tuple[str, ...]
+    cgroups: tuple[str, ...]
+    entries: tuple[str, ...]
+    firewall: tuple[str, ...]
+    sysctls: tuple[str, ...]
+
+
+def snapshot() -> HostState:
+    return HostState(
+        links=tuple(sorted(link["ifname"] for link in _ip_json("link"))),
+        routes=tuple(sorted(route.get("dst", "?") for route in _ip_json("-4", "route"))),
+        mounts=tuple(sorted(line.split()[4] for line in _read("/proc/self/mountinfo"))),
+        cgroups=tuple(
+            sorted(
+                str(entry)
+                for hierarchy in cgroups.hierarchies()
+                for entry in hierarchy.glob("tfjob-localcluster-*")
+            )
+        ),
+        entries=tuple(
+            sorted(
+                str(entry)
+                for directory in WATCHED_DIRS
+                if Path(directory).is_dir()
+                for entry in Path(directory).iterdir()
+            )
+        ),
+        firewall=_firewall(),
+        sysctls=tuple(
+            f"{name}={_read(f'/proc/sys/{name}')[0] if Path('/proc/sys', name).exists() else '-'}"
+            for name in SYSCTLS
+        ),
+    )
+
+
+def difference(before: HostState, after: HostState) -> dict[str, dict[str, list[str]]]:
+    """Per field, what appeared and what disappeared (empty when nothing changed)."""
+    changed = {}
+    for field in fields(HostState):
+        old, new = set(getattr(before, field.name)), set(getattr(after, field.name))
+        if old != new:
+            changed[field.name] = {"added": sorted(new - old), "removed": sorted(old - new)}
+    return changed
+
+
+def _ip_json(*args: str) -> list[dict[str, str]]:
+    done = subprocess.run(["ip", "-j", *args], capture_output=True, text=True, check=True)
+    loaded: list[dict[str, str]] = json.loads(done.stdout or "[]")
+    return loaded
+
+
+def _read(path: str) -> list[str]:
+    return Path(path).read_text().splitlines()
+
+
+def _firewall() -> tuple[str, ...]:
+    """iptables-save's rules, without counters (iptables-save takes no lock file)."""
+    if shutil.which("iptables-save") is None:
+        return ()
+    done = subprocess.run(["iptables-save"], capture_output=True, text=True, check=False)
+    return tuple(
+        line.split("[")[0].strip()
+        for line in done.stdout.splitlines()
+        if line and not line.startswith("#")
+    )
