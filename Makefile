@@ -51,7 +51,7 @@ format: env ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-typecheck: env ## mypy, strict, on the operator
+typecheck: env ## mypy, strict, on the operator and the local cluster
 	$(BIN)/mypy
 
 test: env binaries images lint typecheck ## Everything that runs here: lint, types, unit, integration, e2e

@@ -117,9 +117,14 @@ def cluster(args: argparse.Namespace) -> Iterator[str]:
 def localcluster(command: str, state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
-            sys.executable, "-m", "tfjob_localcluster.cli", command,
-            "--state-dir", str(state_dir), *args,
-        ],  # fmt: skip
+            sys.executable,
+            "-m",
+            "tfjob_localcluster.cli",
+            command,
+            "--state-dir",
+            str(state_dir),
+            *args,
+        ],
         capture_output=True,
         text=True,
         check=False,

@@ -20,6 +20,7 @@ from tfjob_localcluster.testing import (
 
 pytestmark = pytest.mark.integration
 
+
 def test_pods_reach_each_other_on_2222_by_service_dns_names(
     pods: Pods, core_v1: Any, kubectl: Kubectl, namespace: str, project_images: tuple[str, ...]
 ) -> None:

@@ -127,7 +127,11 @@ def test_non_root_pod_reads_its_token_and_lists_itself_while_the_host_stays_unto
         namespace,
         {
             "metadata": {"name": "pod-reader"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "pod-reader",
+            },
             "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": namespace}],
         },
     )

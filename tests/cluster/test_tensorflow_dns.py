@@ -44,7 +44,10 @@ def test_tensorflow_server_in_one_pod_reaches_another_by_service_name(
     )
     worker["spec"]["containers"][0]["env"] = env
     chief = pod_manifest(
-        "chief", ["python", "-c", CHIEF.format(ns=namespace)], image=TRAINER, labels={"role": "chief"}
+        "chief",
+        ["python", "-c", CHIEF.format(ns=namespace)],
+        image=TRAINER,
+        labels={"role": "chief"},
     )
     chief["spec"]["containers"][0]["env"] = env
     pods.create(worker)

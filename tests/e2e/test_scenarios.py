@@ -20,6 +20,8 @@ from kubernetes import client
 from support.backends import SCENARIO_KEY, Backend
 from support.tfjobs import GENERATION_ENV, PodCreations, TFJobs, condition
 
+from tfjob_localcluster.diagnose import describe_pods
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULT_PREFIX = "TFJOB_RESULT "
 TRAINING_TIMEOUT = 420
@@ -214,7 +216,7 @@ def test_worker_over_its_memory_limit_is_oom_killed_and_retried(tfjobs: TFJobs) 
     # The first incarnation of worker 1 touches 2 GiB before it trains.
     worker["args"] = [
         'if [ "$GENERATION" = 0 ] && [ "$TFJOB_REPLICA_INDEX" = 1 ]; then '
-        "exec python -c 'block = b\"x\" * (2 * 2**30)'; fi; exec tfjob-train \"$@\"",
+        'exec python -c \'block = b"x" * (2 * 2**30)\'; fi; exec tfjob-train "$@"',
         "tfjob-train",
         *worker["args"],
     ]
@@ -225,3 +227,23 @@ def test_worker_over_its_memory_limit_is_oom_killed_and_retried(tfjobs: TFJobs) 
     (restart,) = [e for e in tfjobs.events("mnist-mwms") if e.reason == "TFJobRestarting"]
     assert "worker-1 exited with code 137 (OOMKilled)" in restart.message
     assert results(tfjobs, "mnist-mwms-worker-0")["accuracy"] >= 0.9
+
+
+def test_a_peer_that_never_starts_is_diagnosed_within_a_minute(tfjobs: TFJobs) -> None:
+    """9. Worker 1 can never be scheduled: worker 0 waits in the strategy's setup, says
+    for which peer and why, and the diagnosis the demo prints shows both replicas."""
+    job = example("mnist-mwms.yaml")
+    job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 1
+    absent = copy.deepcopy(job["spec"]["tfReplicaSpecs"]["Worker"])
+    absent["template"]["spec"]["nodeSelector"] = {"tfjob.dev/no-such-node": "true"}
+    job["spec"]["tfReplicaSpecs"]["Chief"] = absent
+    tfjobs.create(job)
+    started = time.monotonic()
+    wait_for_log(tfjobs, "mnist-mwms-worker-0", "still waiting for its peers", timeout=60)
+    assert time.monotonic() - started < 60
+    report = describe_pods(tfjobs.core, tfjobs.namespace)
+    assert "pod/mnist-mwms-chief-0: Pending (not scheduled: Unschedulable" in report
+    assert "pod/mnist-mwms-worker-0: Running" in report
+    waiting = next(line for line in report.splitlines() if "still waiting" in line)
+    assert "worker-0 still waiting for its peers" in waiting
+    assert f"chief-0 at mnist-mwms-chief-0.{tfjobs.namespace}.svc:2222" in waiting

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from support.tfjobs import TFJobs, shell_replica, tfjob
 
-from tfjob_localcluster.chart import CHART, RELEASE, run_helm
+from tfjob_localcluster.chart import CHART, RELEASE, InstallError, install_operator, run_helm
 from tfjob_localcluster.images import OPERATOR
 
 pytestmark = pytest.mark.integration
@@ -228,6 +228,27 @@ def test_helm_uninstall_removes_the_operator_and_keeps_the_crd(
         assert RELEASE not in left, f"{kind} left behind: {left}"
     assert kubectl("get", "clusterrole", RELEASE, check=False).returncode != 0
     assert kubectl("get", "crd", "tfjobs.tfjob.dev").returncode == 0
+
+
+def test_an_operator_that_cannot_start_is_diagnosed_at_once(
+    helm: Helm, core_v1: Any, kubeconfig: str, namespace: str, tfjob_crd: Path
+) -> None:
+    """A broken value makes the operator exit at start: the install says so with the
+    pod's CrashLoopBackOff, its exit code and its own error, well within a minute."""
+    started = time.monotonic()
+    with pytest.raises(InstallError) as failure:
+        install_operator(
+            kubeconfig,
+            namespace,
+            values=[f"watchNamespaces={{{namespace}}}", "extraArgs={--no-such-flag}"],
+        )
+    assert time.monotonic() - started < 60
+    report = str(failure.value)
+    assert "the operator cannot start" in report
+    assert "CrashLoopBackOff" in report
+    assert "last ended Error (exit code 2)" in report
+    assert "unrecognized arguments: --no-such-flag" in report
+    helm("uninstall", RELEASE, "--namespace", namespace, "--wait", "--timeout=60s")
 
 
 def _operator_pod(kubectl: Any, namespace: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kubernetes import client, watch
+
 from tfjob_localcluster.images import BUSYBOX
 
 GROUP, VERSION, PLURAL = "tfjob.dev", "v1", "tfjobs"

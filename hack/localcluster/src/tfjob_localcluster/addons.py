@@ -123,7 +123,11 @@ def coredns(image: str, cluster_ip: str, cluster_domain: str) -> list[tuple[str,
                             "imagePullPolicy": "Never",
                             "args": ["-conf", "/etc/coredns/Corefile"],
                             "ports": [
-                                {"name": p["name"], "containerPort": p["port"], "protocol": p["protocol"]}
+                                {
+                                    "name": p["name"],
+                                    "containerPort": p["port"],
+                                    "protocol": p["protocol"],
+                                }
                                 for p in ports
                             ],
                             "resources": {

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tfjob_localcluster import packages
+
 SUITE = "bookworm"
 PACKAGES = ("python3", "python3-venv", "ca-certificates")
 MIRROR = "http://deb.debian.org/debian"
@@ -51,6 +53,7 @@ def build_rootfs_tar(directory: Path, say: Callable[[str], None]) -> Path:
     if target.exists():
         return target
     directory.mkdir(parents=True, exist_ok=True)
+    packages.ensure(["debootstrap"], say=say)
     started = time.monotonic()
     say(f"making a Debian {SUITE} base with Python 3.11 by debootstrap (about a minute)")
     scratch = Path(tempfile.mkdtemp(prefix="debootstrap-", dir=directory))

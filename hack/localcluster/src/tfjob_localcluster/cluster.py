@@ -78,7 +78,9 @@ class LocalCluster:
         self.registry = registry or Registry()
         self.images = images or ImageStore(say=say)
         self._say = say
-        self.binaries = binaries_module.locate(*binaries_module.CONTROL_PLANE, *binaries_module.NODE)
+        self.binaries = binaries_module.locate(
+            *binaries_module.CONTROL_PLANE, *binaries_module.NODE
+        )
         self.kubectl: Path = self.binaries.kubectl
         self.kubeconfig: Path = self.state_dir / "admin.kubeconfig"
         self.api_url = ""
@@ -110,7 +112,9 @@ class LocalCluster:
             net = self.slot.network
             cgroups.create(self.slot.cgroup_root)
             network.create_node_link(net)
-            self._say(f"network: node {net.node_address} via {net.host_link}, pods {net.pod_subnet}")
+            self._say(
+                f"network: node {net.node_address} via {net.host_link}, pods {net.pod_subnet}"
+            )
             self.control_plane = ControlPlane(
                 self.state_dir,
                 bind_address=str(net.gateway),
@@ -270,10 +274,22 @@ class LocalCluster:
         self.node_process = ManagedProcess(
             "node",
             [
-                "unshare", "--pid", "--fork", "--mount-proc", "--mount", "--net", "--uts",
-                "--ipc", "--propagation=private", "--kill-child=SIGTERM",
-                sys.executable, "-m", "tfjob_localcluster.node", "--config", str(config_path),
-            ],  # fmt: skip
+                "unshare",
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "--mount",
+                "--net",
+                "--uts",
+                "--ipc",
+                "--propagation=private",
+                "--kill-child=SIGTERM",
+                sys.executable,
+                "-m",
+                "tfjob_localcluster.node",
+                "--config",
+                str(config_path),
+            ],
             self.logs_dir / "node.log",
         )
         self._record(self.node_process.start())
@@ -294,7 +310,9 @@ class LocalCluster:
             if pids and (init := ProcessIdentity.of(int(pids[0]))) is not None:
                 return init
             time.sleep(0.02)
-        raise ClusterError(f"the node did not start; last lines of {process.log_path}:\n{process.tail()}")
+        raise ClusterError(
+            f"the node did not start; last lines of {process.log_path}:\n{process.tail()}"
+        )
 
     def _wait_ready(self, deadline: float) -> None:
         """Until the Node is Ready, CoreDNS is available and service accounts work."""
@@ -357,4 +375,8 @@ def _ready_since(node: Mapping[str, Any], since: str) -> bool:
 
 def python_paths() -> list[str]:
     """Where the node's init (this interpreter, its environment and sources) lives."""
-    return [os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, *sys.path) if p and os.path.isdir(p)]
+    return [
+        os.path.realpath(p)
+        for p in (sys.base_prefix, sys.prefix, *sys.path)
+        if p and os.path.isdir(p)
+    ]

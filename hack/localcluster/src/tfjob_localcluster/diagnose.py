@@ -78,9 +78,7 @@ def container_state(status: Any) -> str:
     if status.restart_count:
         text += f"; {status.restart_count} restart(s)"
     if last and last.terminated:
-        text += (
-            f"; last ended {last.terminated.reason} (exit code {last.terminated.exit_code})"
-        )
+        text += f"; last ended {last.terminated.reason} (exit code {last.terminated.exit_code})"
     return text
 
 
@@ -90,9 +88,13 @@ def stuck(pod: Any) -> str | None:
         pod.status.container_statuses or []
     ):
         waiting = status.state.waiting
-        if waiting and waiting.reason in STUCK_REASONS:
-            if waiting.reason != "CrashLoopBackOff" or status.restart_count >= 2:
-                return f"{pod.metadata.name}: {waiting.reason}"
+        # One crash may be bad luck at start; CrashLoopBackOff after two is a pattern.
+        if (
+            waiting
+            and waiting.reason in STUCK_REASONS
+            and (waiting.reason != "CrashLoopBackOff" or status.restart_count >= 2)
+        ):
+            return f"{pod.metadata.name}: {waiting.reason}"
     return None
 
 
@@ -110,7 +112,9 @@ def _events(core: client.CoreV1Api, namespace: str, name: str) -> list[Any]:
         ).items
     except client.ApiException:
         return []
-    return sorted(events, key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp)
+    return sorted(
+        events, key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp
+    )
 
 
 def _log_tail(
@@ -149,6 +153,4 @@ class StallWatch:
 
     def check(self, what: str, diagnosis: Callable[[], str]) -> None:
         if self.stalled_for() > self.limit:
-            raise StallError(
-                f"{what}: no progress for {self.stalled_for():.0f} s\n{diagnosis()}"
-            )
+            raise StallError(f"{what}: no progress for {self.stalled_for():.0f} s\n{diagnosis()}")

@@ -12,8 +12,7 @@ import os
 import sys
 
 from tfjob_localcluster.node.mounts import cover
-
-PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+from tfjob_localcluster.packages import SYSTEM_PATH
 
 
 def main() -> None:
@@ -22,7 +21,7 @@ def main() -> None:
     keep = [os.path.dirname(path) for path in paths]
     for directory in ("/run", "/opt"):
         cover(directory, None, keep)
-    os.execvpe(argv[0], argv, {**os.environ, "PATH": PATH})
+    os.execvpe(argv[0], argv, {**os.environ, "PATH": SYSTEM_PATH})
 
 
 if __name__ == "__main__":

@@ -181,7 +181,7 @@ class ImageStore:
     def tar(self, reference: str) -> Path:
         """The tar of the image as last built; raises MissingImageError if there is none."""
         name = self.index()["images"].get(reference)
-        path = self.directory / name if name else None
+        path = self.directory / str(name) if name else None
         if path is None or not path.exists():
             raise MissingImageError(
                 f"image {reference} is not built: run `make images` in the repository root"
@@ -270,7 +270,6 @@ def describe(built: list[Built]) -> str:
     width = max(len(b.reference) for b in built)
     return "\n".join(
         f"  {b.reference:<{width}}  {b.size / 2**20:7.0f} MiB  "
-        f"{'built in %.0fs' % b.seconds if b.seconds else 'up to date'}  {b.tar}"
+        f"{f'built in {b.seconds:.0f}s' if b.seconds else 'up to date'}  {b.tar}"
         for b in built
     )
-

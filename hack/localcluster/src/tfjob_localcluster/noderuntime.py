@@ -33,7 +33,9 @@ class NodeRuntime:
         argv = ["ctr", f"--address={self.address}", f"--namespace={NAMESPACE}", *args]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
         if done.returncode != 0:
-            raise NodeRuntimeError(f"ctr {' '.join(args[:3])}: {(done.stderr or done.stdout).strip()}")
+            raise NodeRuntimeError(
+                f"ctr {' '.join(args[:3])}: {(done.stderr or done.stdout).strip()}"
+            )
         return done.stdout
 
     def wait(self, timeout: float) -> None:
@@ -44,7 +46,9 @@ class NodeRuntime:
                 return
             except (NodeRuntimeError, subprocess.TimeoutExpired) as error:
                 if time.monotonic() > deadline:
-                    raise NodeRuntimeError(f"containerd did not answer in {timeout:g}s: {error}")
+                    raise NodeRuntimeError(
+                        f"containerd did not answer in {timeout:g}s: {error}"
+                    ) from None
             time.sleep(0.2)
 
     def images(self) -> set[str]:

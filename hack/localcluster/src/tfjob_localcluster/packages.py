@@ -13,16 +13,18 @@ import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-# What is needed -> (a file that shows it is installed, the Debian package providing it).
+# What is needed -> (a command on PATH, or an absolute path, that shows it is installed;
+# the Debian package providing it).
 NEEDS: dict[str, tuple[str, str]] = {
-    "containerd": ("/usr/bin/containerd", "containerd"),
-    "runc": ("/usr/sbin/runc", "runc"),
+    "containerd": ("containerd", "containerd"),
+    "runc": ("runc", "runc"),
     "cni-plugins": ("/usr/lib/cni/bridge", "containernetworking-plugins"),
-    "iptables": ("/usr/sbin/iptables", "iptables"),
-    "docker": ("/usr/sbin/dockerd", "docker.io"),
-    "debootstrap": ("/usr/sbin/debootstrap", "debootstrap"),
+    "iptables": ("iptables", "iptables"),
+    "docker": ("dockerd", "docker.io"),
+    "debootstrap": ("debootstrap", "debootstrap"),
 }
 NODE = ("containerd", "runc", "cni-plugins", "iptables")
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class PackageError(RuntimeError):
@@ -31,7 +33,14 @@ class PackageError(RuntimeError):
 
 def missing(names: Iterable[str]) -> list[str]:
     """The Debian packages providing what `names` need and is not installed."""
-    return [NEEDS[name][1] for name in names if not Path(NEEDS[name][0]).exists()]
+    return [NEEDS[name][1] for name in names if not _present(NEEDS[name][0])]
+
+
+def _present(command_or_path: str) -> bool:
+    if command_or_path.startswith("/"):
+        return Path(command_or_path).exists()
+    search = f"{os.environ.get('PATH', '')}:{SYSTEM_PATH}"
+    return shutil.which(command_or_path, path=search) is not None
 
 
 def _apt(*args: str) -> subprocess.CompletedProcess[str]:

@@ -138,7 +138,7 @@ def kubectl(local_cluster: LocalCluster) -> Kubectl:
 
 @pytest.fixture(scope="session")
 def k8s_client(kubeconfig: str) -> Iterator[Any]:
-    from kubernetes import config  # type: ignore[import-untyped]
+    from kubernetes import config
 
     client = config.new_client_from_config(config_file=kubeconfig)
     try:
@@ -162,7 +162,7 @@ def namespace_name(test_name: str) -> str:
 
 @pytest.fixture
 def namespace(request: pytest.FixtureRequest, core_v1: Any) -> Iterator[str]:
-    from kubernetes.client.exceptions import ApiException  # type: ignore[import-untyped]
+    from kubernetes.client.exceptions import ApiException
 
     name = namespace_name(request.node.name)
     core_v1.create_namespace({"metadata": {"name": name, "labels": {NAMESPACE_LABEL: "true"}}})

@@ -49,7 +49,6 @@ for _ in range(expected):
 """
 
 
-
 def container(name: str, command: list[str], image: str = BUSYBOX, **extra: Any) -> Obj:
     return {"name": name, "image": image, "command": command, **extra}
 

@@ -27,11 +27,9 @@ import yaml
 from tfjob_localcluster.node import files, mounts, tunables
 from tfjob_localcluster.node.config import CONTAINERD_SOCKET, INTERFACE, KUBELET_DIR, NodeConfig
 from tfjob_localcluster.node.supervisor import Component, Supervisor, say
+from tfjob_localcluster.packages import SYSTEM_PATH
 
 LINK_TIMEOUT = 30.0
-# What the components run with: runc (or its wrapper, a Python script), iptables, the
-# CNI plugins' helpers. Nothing of the launcher's environment leaks in.
-PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def private_filesystem(config: NodeConfig) -> None:
@@ -105,7 +103,9 @@ def components(config: NodeConfig) -> list[Component]:
     )
     write(config.path("resolv.conf"), files.resolv_conf(config))
     logs = Path(config.logs_dir)
-    env = {"PATH": PATH}
+    # What the components run: runc (or its wrapper, a Python script), iptables, the CNI
+    # plugins. Nothing else of the launcher's environment leaks in.
+    env = {"PATH": SYSTEM_PATH}
     found: list[Component] = [
         Component(
             "containerd",
