@@ -49,9 +49,9 @@ def wait_host_restored(before: hoststate.HostState, timeout: float = 30) -> None
 
 
 def test_cli_up_is_idempotent_beside_another_cluster_and_down_stops_it(
-    tmp_path: Path, local_cluster: LocalCluster
+    cluster_state_root: Path, local_cluster: LocalCluster
 ) -> None:
-    state_dir = tmp_path / "cli-cluster"
+    state_dir = cluster_state_root / "cli-cluster"
     before = hoststate.snapshot()
     try:
         first = subprocess.run(
@@ -115,10 +115,10 @@ def test_cli_up_is_idempotent_beside_another_cluster_and_down_stops_it(
     assert "not running" in stopped.stdout
 
 
-def test_sigkilled_owner_leaves_no_orphans_after_the_sweep(tmp_path: Path) -> None:
-    state_dir = tmp_path / "doomed"
+def test_sigkilled_owner_leaves_no_orphans_after_the_sweep(cluster_state_root: Path) -> None:
+    state_dir = cluster_state_root / "doomed"
     before = hoststate.snapshot()
-    log = (tmp_path / "owner.log").open("wb")
+    log = (cluster_state_root / "doomed.log").open("wb")
     owner = subprocess.Popen(
         [*CLI, "run", "--state-dir", str(state_dir)],
         stdout=log,
@@ -127,7 +127,7 @@ def test_sigkilled_owner_leaves_no_orphans_after_the_sweep(tmp_path: Path) -> No
     )
     try:
         wait_until(lambda: (state_dir / "ready").exists() or owner.poll() is not None, "ready", 180)
-        assert owner.poll() is None, (tmp_path / "owner.log").read_text()
+        assert owner.poll() is None, (cluster_state_root / "doomed.log").read_text()
         kubectl = Kubectl(binaries.locate().kubectl, state_dir / "admin.kubeconfig")
         loaded = subprocess.run(
             [*CLI, "load", "--state-dir", str(state_dir), BUSYBOX],

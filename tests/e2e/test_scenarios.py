@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import secrets
 import time
 from collections.abc import Iterator
@@ -103,14 +104,14 @@ def test_pss_with_evaluator_succeeds_when_the_chief_finishes(tfjobs: TFJobs) -> 
     assert evaluator["task"] == {"type": "evaluator", "index": 0}
     assert evaluator["accuracy"] >= evaluator["accuracy_threshold"]
     # cleanPodPolicy Running (the default): the ps and workers, which never exit, are gone.
-    pods = tfjobs.wait_pods(
+    tfjobs.wait_pods(
         "mnist-pss",
         lambda pods: (
             sorted(p.metadata.name for p in pods) == ["mnist-pss-chief-0", "mnist-pss-evaluator-0"]
+            and {p.status.phase for p in pods} == {"Succeeded"}
         ),
-        "only the chief and the evaluator left",
+        "only the chief and the evaluator left, both Succeeded",
     )
-    assert {p.status.phase for p in pods} == {"Succeeded"}
     assert job["status"]["replicaStatuses"]["Chief"]["succeeded"] == 1
 
 
@@ -125,7 +126,9 @@ def test_killed_mwms_worker_restarts_the_group_and_resumes(
     assert job["status"]["restartCount"] == 1
     assert job["status"]["replicaGenerations"] == {"worker-0": 1, "worker-1": 1}
     (restart,) = [e for e in tfjobs.events("mnist-mwms") if e.reason == "TFJobRestarting"]
-    assert "worker-1 exited with code 137" in restart.message
+    # The kubelet reports worker 1's SIGKILL (137) and worker 0's exit on losing its peer
+    # (42) in either order; one restart of the group covers both.
+    assert re.match(r"worker-1 exited with code 137|worker-0 exited with code 42", restart.message)
     chief = results(tfjobs, "mnist-mwms-worker-0")
     assert chief["initial_epoch"] >= 2, "training must resume from the backup, not from 0"
     assert chief["accuracy"] >= chief["accuracy_threshold"]

@@ -153,6 +153,23 @@ def test_mwms_retryable_failure_restarts_the_whole_group_once() -> None:
     assert labels == {"1"}
 
 
+def test_failures_seen_together_are_all_named_in_one_restart() -> None:
+    """A killed worker and a survivor that exited on losing it, reported at once."""
+    status = settle(MWMS, [pod(MWMS, k) for k in ALL_MWMS])
+    pods = [
+        pod(MWMS, "chief-0"),
+        pod(MWMS, "worker-0", "Failed", exit_code=42),
+        pod(MWMS, "worker-1", "Failed", exit_code=137),
+    ]
+    plan = run(MWMS, pods, status)
+    assert plan.status["restartCount"] == 1
+    message = condition(plan.status, "Restarting")["message"]
+    assert message.startswith(
+        "worker-0 exited with code 42, worker-1 exited with code 137; restarting "
+        "chief-0, worker-0, worker-1"
+    )
+
+
 def test_restart_recorded_before_a_crash_is_not_counted_twice() -> None:
     """The operator wrote the restart, then died before deleting the pods."""
     status = settle(MWMS, [pod(MWMS, k) for k in ALL_MWMS])

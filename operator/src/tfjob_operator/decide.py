@@ -347,8 +347,7 @@ class _Decision:
             group |= restart_group(spec, replica)
         group = {r for r in group if r.index not in self.succeeded.get(r.type.value, set())}
         backoff = spec.run_policy.backoff_limit
-        first_replica, first_failure = failures[0]
-        cause = f"{first_replica.key} {first_failure.describe()}"
+        cause = ", ".join(f"{replica.key} {failure.describe()}" for replica, failure in failures)
         if backoff is not None and self.restart_count + 1 + in_place > backoff:
             self._fail(
                 spec,

@@ -73,15 +73,17 @@ class PeerWatch:
     """`with PeerWatch(config): create_strategy(...)`, reporting while the block runs."""
 
     def __init__(self, config: TFConfig, interval: float = INTERVAL) -> None:
+        self.peers = peers_of(config)
         self.argv = [
             sys.executable, "-m", "tfjob_trainer.peers",
             f"--task={config.task_type}-{config.task_index}", f"--interval={interval}",
-            *(f"{peer}={address}" for peer, address in peers_of(config).items()),
+            f"--parent={os.getpid()}",
+            *(f"{peer}={address}" for peer, address in self.peers.items()),
         ]  # fmt: skip
         self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> PeerWatch:
-        if len(self.argv) > 5:
+        if self.peers:
             self.process = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL)
         return self
 
@@ -96,8 +98,7 @@ class PeerWatch:
             self.process.wait()
 
 
-def watch(task: str, peers: Mapping[str, str], interval: float) -> None:
-    parent = os.getppid()
+def watch(task: str, peers: Mapping[str, str], interval: float, parent: int) -> None:
     started = time.monotonic()
     while True:
         deadline = time.monotonic() + interval
@@ -118,10 +119,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tfjob_trainer.peers")
     parser.add_argument("--task", required=True)
     parser.add_argument("--interval", type=float, default=INTERVAL)
+    parser.add_argument("--parent", type=int, required=True, help="exit once it is gone")
     parser.add_argument("peers", nargs="+", help="NAME=HOST:PORT")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    watch(args.task, dict(peer.split("=", 1) for peer in args.peers), args.interval)
+    watch(args.task, dict(peer.split("=", 1) for peer in args.peers), args.interval, args.parent)
 
 
 if __name__ == "__main__":

@@ -4,9 +4,11 @@ Load it from `tests/conftest.py` with `pytest_plugins = ["tfjob_localcluster.pyt
 
 - `local_cluster` (session): a LocalCluster, started the first time a test asks for it
   and stopped at the end of the session, with the busybox image loaded. Its state dir
-  (component logs under `logs/`, pod logs under `node/var-log/pods/`) lies in a
-  directory of /tmp closed to other users, as root's home is; it is removed after a
-  passing session and kept, with its path printed, when a test failed.
+  (component logs under `logs/`, pod logs under `node/var-log/pods/`) is
+  `cluster/` in `cluster_state_root`.
+- `cluster_state_root` (session): where the session's clusters keep their state:
+  `<cache>/test-clusters/session-*/`, closed to other users as root's home is; removed
+  after a passing session and kept, with its path printed, when a test failed.
 - `project_images` (session): the operator and trainer images, loaded into that cluster.
 - `kubeconfig` (session): the admin kubeconfig path, as a string.
 - `kubectl` (session): `kubectl("get", "pods", "-n", ns)` runs the pinned kubectl with
@@ -32,6 +34,7 @@ from typing import Any
 
 import pytest
 
+from tfjob_localcluster.binaries import cache_root
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import BUSYBOX, PROJECT_IMAGES
 
@@ -98,10 +101,24 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 @pytest.fixture(scope="session")
-def local_cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
-    # mkdtemp makes the directory 0700.
-    state_dir = Path(tempfile.mkdtemp(prefix="tfjob-localcluster-pytest-", dir="/tmp"))
-    request.config.stash[_STATE_DIR_KEY] = state_dir
+def cluster_state_root(request: pytest.FixtureRequest) -> Iterator[Path]:
+    """The session's directory for clusters' state, in the cache, closed to other users
+    (mkdtemp makes it 0700): removed after a passing session, kept after a failure."""
+    parent = cache_root() / "test-clusters"
+    parent.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="session-", dir=parent))
+    request.config.stash[_STATE_DIR_KEY] = root
+    yield root
+    if not request.config.stash[_FAILED_KEY]:
+        shutil.rmtree(root, ignore_errors=True)
+        del request.config.stash[_STATE_DIR_KEY]
+
+
+@pytest.fixture(scope="session")
+def local_cluster(
+    request: pytest.FixtureRequest, cluster_state_root: Path
+) -> Iterator[LocalCluster]:
+    state_dir = cluster_state_root
     cluster = LocalCluster(state_dir / "cluster", say=log.info)
     try:
         cluster.start()
@@ -115,9 +132,6 @@ def local_cluster(request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
         yield cluster
     finally:
         cluster.stop()
-        if not request.config.stash[_FAILED_KEY]:
-            shutil.rmtree(state_dir, ignore_errors=True)
-            del request.config.stash[_STATE_DIR_KEY]
 
 
 @pytest.fixture(scope="session")
