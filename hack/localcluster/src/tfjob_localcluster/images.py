@@ -236,7 +236,14 @@ class ImageStore:
         args = ["build", "--network=host", "-f", str(spec.dockerfile), "-t", spec.reference]
         if spec.uses_base:
             args += ["--build-arg", f"BASE={base.split('@')[0]}"]
+        replaced = _image_id(engine, spec.reference)
         engine.docker(*args, str(spec.context_dir()))
+        if replaced and replaced != _image_id(engine, spec.reference):
+            # The engine's copy of the previous build, now untagged: only its tar counted.
+            try:
+                engine.docker("image", "rm", replaced)
+            except RuntimeError as error:
+                self.say(f"kept the previous {spec.reference} ({replaced[:19]}): {error}")
         partial = target.with_suffix(".partial")
         engine.docker("save", "-o", str(partial), spec.reference)
         partial.replace(target)
@@ -250,12 +257,15 @@ class ImageStore:
         return built
 
 
-def _present(engine: DockerEngine, reference: str) -> bool:
+def _image_id(engine: DockerEngine, reference: str) -> str | None:
     try:
-        engine.docker("image", "inspect", reference)
+        return engine.docker("image", "inspect", "--format", "{{.Id}}", reference).strip()
     except RuntimeError:
-        return False
-    return True
+        return None
+
+
+def _present(engine: DockerEngine, reference: str) -> bool:
+    return _image_id(engine, reference) is not None
 
 
 def _pull(engine: DockerEngine, reference: str) -> bool:
