@@ -32,7 +32,9 @@ $(UV):
 
 $(VENV)/.synced: $(UV) uv.lock pyproject.toml operator/pyproject.toml trainer/pyproject.toml hack/localcluster/pyproject.toml
 	@echo "==> syncing the Python environment in $(VENV) (uv.lock, frozen)"
-	$(UV) sync --frozen --compile-bytecode
+	@# uv keeps a lock file in TMPDIR: the cache's, not the host's /tmp.
+	mkdir -p $(TFJOB_CACHE)/tmp
+	TMPDIR=$(TFJOB_CACHE)/tmp $(UV) sync --frozen --compile-bytecode
 	touch $@
 
 env: $(VENV)/.synced ## Install the pinned Python environment (.venv)

@@ -245,6 +245,8 @@ def run(kubeconfig: str, timeout: float) -> bool:
     say("the operator is running (a pod from its image, under the chart's service account)")
     api = config.new_client_from_config(config_file=kubeconfig)
     core = client.CoreV1Api(api)
+    for node in core.list_node().items:
+        say(describe_node(node))
     with contextlib.suppress(client.ApiException):
         core.delete_namespace(NAMESPACE)  # a kept cluster may hold an earlier demo's jobs
     while _exists(core, NAMESPACE):
@@ -276,6 +278,17 @@ def run(kubeconfig: str, timeout: float) -> bool:
         time.sleep(1)
         progress.poll()
     return report(api, jobs)
+
+
+def describe_node(node: client.V1Node) -> str:
+    """`node N: Ready, kubelet v1.34.4, containerd://1.6.20, 4 nvidia.com/gpu`."""
+    ready = next((c.status for c in node.status.conditions or [] if c.type == "Ready"), "?")
+    info = node.status.node_info
+    gpus = (node.status.allocatable or {}).get("nvidia.com/gpu", "0")
+    return (
+        f"node {node.metadata.name}: Ready={ready}, kubelet {info.kubelet_version}, "
+        f"{info.container_runtime_version}, {gpus} nvidia.com/gpu"
+    )
 
 
 def _exists(core: client.CoreV1Api, namespace: str) -> bool:

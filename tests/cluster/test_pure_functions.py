@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from tfjob_localcluster import addons, capabilities, cgroups, images, network
+from tfjob_localcluster import addons, capabilities, cgroups, images, network, private_run
 from tfjob_localcluster.binaries import (
     HACK,
     Binaries,
@@ -119,6 +119,19 @@ def test_pods_get_addresses_of_the_node_subnet_and_kube_proxy_leaves_conntrack_a
     assert proxy["clusterCIDR"] == "10.213.3.0/24"
     assert proxy["conntrack"]["maxPerCore"] == 0
     assert files.resolv_conf(node_config()) == "nameserver 10.212.3.1\n"
+
+
+def test_a_private_run_keeps_visible_the_paths_its_command_names() -> None:
+    argv = [
+        "dockerd", "--data-root=/cache/docker/data", "--host=unix:///cache/docker/d.sock",
+        "--bridge=none", "debootstrap", "bookworm", "/cache/base/rootfs",
+        "http://deb.debian.org/debian",
+    ]  # fmt: skip
+    assert private_run.paths_in(argv) == [
+        "/cache/docker/data",
+        "/cache/docker/d.sock",
+        "/cache/base/rootfs",
+    ]
 
 
 def test_paths_kept_visible_are_the_outermost_ones() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -59,7 +60,11 @@ def build_rootfs_tar(directory: Path, say: Callable[[str], None]) -> Path:
     scratch = Path(tempfile.mkdtemp(prefix="debootstrap-", dir=directory))
     try:
         rootfs = scratch / "rootfs"
+        # In a mount namespace of its own: the target's /proc and /sys, and mount(8)'s
+        # /run/mount, never reach the host, even if debootstrap is interrupted.
         run(
+            "unshare", "--mount", "--propagation=private",
+            sys.executable, "-m", "tfjob_localcluster.private_run",
             "debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
             SUITE, str(rootfs), MIRROR,
         )  # fmt: skip

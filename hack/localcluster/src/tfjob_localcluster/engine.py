@@ -141,7 +141,7 @@ class DockerEngine:
                 "--propagation=private",
                 sys.executable,
                 "-m",
-                "tfjob_localcluster.engine_init",
+                "tfjob_localcluster.private_run",
                 *dockerd_argv(self.directory),
             ],
             self.directory / "dockerd.log",
