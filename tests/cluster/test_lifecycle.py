@@ -48,7 +48,7 @@ def wait_host_restored(before: hoststate.HostState, timeout: float = 30) -> None
         time.sleep(0.5)
 
 
-def test_cli_up_is_idempotent_beside_another_cluster_and_down_stops_it(
+def test_cli_up_is_idempotent_beside_another_cluster_and_up_after_down_restores_it(
     cluster_state_root: Path, local_cluster: LocalCluster
 ) -> None:
     state_dir = cluster_state_root / "cli-cluster"
@@ -113,6 +113,27 @@ def test_cli_up_is_idempotent_beside_another_cluster_and_down_stops_it(
     )
     assert stopped.returncode == 3
     assert "not running" in stopped.stdout
+
+    # Started again on the same state dir, it comes back with its objects and its
+    # add-ons, like a rebooted machine.
+    try:
+        restarted = subprocess.run(
+            [*CLI, "up", "--state-dir", str(state_dir)], capture_output=True, text=True, timeout=300
+        )
+        assert restarted.returncode == 0, restarted.stderr
+        assert other("get", "pods", "-o", "name").stdout.split() == ["pod/probe"]
+        dns = other("get", "service", "-n", "kube-system", "kube-dns", "-o", "json")
+        assert json.loads(dns.stdout)["spec"]["clusterIP"] == "10.96.0.10"
+        assert "Ready" in other("get", "node", local_cluster.node_name).stdout
+    finally:
+        down = subprocess.run(
+            [*CLI, "down", "--state-dir", str(state_dir)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert down.returncode == 0, down.stderr
+    wait_host_restored(before)
 
 
 def test_sigkilled_owner_leaves_no_orphans_after_the_sweep(cluster_state_root: Path) -> None:

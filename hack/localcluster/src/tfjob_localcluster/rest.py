@@ -63,16 +63,19 @@ class Rest:
         return True
 
     def create_or_replace(self, collection: str, body: dict[str, Any]) -> None:
-        """POST to `collection`; on AlreadyExists, PUT over the existing object."""
+        """PUT over the object if it exists (a restarted cluster keeps its objects), else
+        POST it. Looked up first: POSTing a Service whose clusterIP its earlier copy holds
+        fails as Invalid (IP already allocated), not as AlreadyExists."""
+        path = f"{collection}/{body['metadata']['name']}"
         try:
-            self.request("POST", collection, body)
+            current = self.request("GET", path)
         except RestError as error:
-            if error.status != 409:
+            if error.status != 404:
                 raise
-            name = body["metadata"]["name"]
-            current = self.request("GET", f"{collection}/{name}")
-            body = {**body, "metadata": {**body["metadata"], **_version(current)}}
-            self.request("PUT", f"{collection}/{name}", body)
+            self.request("POST", collection, body)
+            return
+        body = {**body, "metadata": {**body["metadata"], **_version(current)}}
+        self.request("PUT", path, body)
 
 
 def _version(current: dict[str, Any]) -> dict[str, str]:
