@@ -39,7 +39,7 @@ from kubernetes import client, config
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "hack" / "localcluster" / "src"))
 
-from tfjob_localcluster import diagnose  # noqa: E402
+from tfjob_localcluster import chart, diagnose  # noqa: E402
 from tfjob_localcluster.binaries import cache_root  # noqa: E402
 from tfjob_localcluster.chart import InstallError, install_operator  # noqa: E402
 from tfjob_localcluster.images import PROJECT_IMAGES  # noqa: E402
@@ -263,11 +263,22 @@ def run(kubeconfig: str, timeout: float) -> bool:
     banner("Training (job states, pods, and the chief's and evaluator's progress)")
     progress = Progress(api)
     stall = diagnose.StallWatch(STALL_SECONDS)
+
+    def diagnosis() -> str:
+        return (
+            f"{diagnose.describe_pods(core, NAMESPACE)}\noperator:\n"
+            f"{diagnose.describe_pods(core, chart.NAMESPACE, chart.SELECTOR)}"
+        )
+
     deadline = time.monotonic() + timeout
     jobs = progress.poll()
     while not all((j.get("status") or {}).get("state") in ("Succeeded", "Failed") for j in jobs):
         stall.observe(progress.printed)
-        stall.check("training", lambda: diagnose.describe_pods(core, NAMESPACE))
+        stall.check("training", diagnosis)
+        operator = core.list_namespaced_pod(chart.NAMESPACE, label_selector=chart.SELECTOR).items
+        reason = chart.operator_stuck(operator)
+        if reason is not None:
+            raise DemoError(f"the operator stopped working ({reason}):\n{diagnosis()}")
         if time.monotonic() > deadline:
             say(f"timed out after {timeout:.0f}s")
             break

@@ -11,6 +11,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
 
@@ -19,6 +20,7 @@ from tfjob_localcluster.binaries import locate
 
 CHART = Path(__file__).resolve().parents[4] / "charts" / "tfjob-operator"
 RELEASE = "tfjob-operator"
+NAMESPACE = "tfjob-system"
 SELECTOR = f"app.kubernetes.io/name=tfjob-operator,app.kubernetes.io/instance={RELEASE}"
 
 
@@ -47,7 +49,7 @@ def helm(kubeconfig: Path | str, *args: str) -> str:
 
 def install_operator(
     kubeconfig: Path | str,
-    namespace: str = "tfjob-system",
+    namespace: str = NAMESPACE,
     values: Sequence[str] = (),
     timeout: float = 300,
     say: Callable[[str], None] = lambda _message: None,
@@ -78,6 +80,15 @@ def install_operator(
         api.close()
 
 
+def operator_stuck(pods: Sequence[Any]) -> str | None:
+    """Why one of the operator's pods cannot run (CrashLoopBackOff, ...), if one cannot."""
+    for pod in pods:
+        reason = diagnose.stuck(pod)
+        if reason is not None:
+            return f"{pod.metadata.name}: {reason}"
+    return None
+
+
 def wait_available(api: client.ApiClient, namespace: str, timeout: float) -> None:
     apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
     watch = diagnose.StallWatch()
@@ -97,10 +108,9 @@ def wait_available(api: client.ApiClient, namespace: str, timeout: float) -> Non
         ):
             return
         pods = core.list_namespaced_pod(namespace, label_selector=SELECTOR).items
-        for pod in pods:
-            reason = diagnose.stuck(pod)
-            if reason is not None:
-                raise InstallError(f"the operator cannot start ({reason}):\n{diagnosis()}")
+        reason = operator_stuck(pods)
+        if reason is not None:
+            raise InstallError(f"the operator cannot start ({reason}):\n{diagnosis()}")
         watch.observe(
             sorted(
                 (p.metadata.name, p.status.phase, str(p.status.container_statuses)) for p in pods

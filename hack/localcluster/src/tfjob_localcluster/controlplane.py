@@ -3,7 +3,11 @@
 Everything lives under one state directory: `pki/` (CA, certificates, the service
 account signing key; reused across restarts), `etcd/` (data), `logs/<component>.log`,
 and the kubeconfigs. Components listen on free ports picked at start; the API server
-binds `bind_address` (the cluster's bridge gateway when pods must reach it).
+binds `bind_address` (the cluster's bridge gateway when pods must reach it) and keeps its
+port across restarts (`apiserver-port`): the `kubernetes` Service, which pods use to
+reach it, keeps the target port it was created with. Should that port be taken, the API
+server starts on another, and a Service and endpoints naming another port are deleted,
+so that it creates them again with its new port.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from tfjob_localcluster import binaries as binaries_module
 from tfjob_localcluster.kubeconfig import kubeconfig, write_kubeconfig
 from tfjob_localcluster.pki import CertificateAuthority, KeyPair, write_signing_key
 from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity
-from tfjob_localcluster.rest import Rest, tls_context
+from tfjob_localcluster.rest import Rest, RestError, tls_context
 
 SERVICE_CIDR = ipaddress.IPv4Network("10.96.0.0/16")
 CLUSTER_DOMAIN = "cluster.local"
@@ -74,6 +78,8 @@ class _Component:
     ready_for: Callable[[list[int]], Callable[[], bool]]
     host: str
     port_count: int
+    #: Ports to try on the first launch (free ones after that).
+    preferred: list[int] | None = None
     process: ManagedProcess | None = None
     ready: Callable[[], bool] = lambda: False
     attempts: int = 0
@@ -226,6 +232,8 @@ class ControlPlane:
 
     def _launch(self, component: _Component) -> None:
         ports = [free_port(component.host) for _ in range(component.port_count)]
+        if component.preferred and component.attempts == 0:
+            ports = component.preferred
         component.process = self._spawn(component.name, component.argv_for(ports))
         component.ready = component.ready_for(ports)
         component.attempts += 1
@@ -338,13 +346,43 @@ class ControlPlane:
             self.api_url = f"https://{self._url_host(self.bind_address)}:{ports[0]}"
             return lambda: self.rest().ok("/readyz")
 
+        port_file = self.state_dir / "apiserver-port"
+        kept = [int(port_file.read_text())] if port_file.exists() else None
         self._start_ready(
-            [_Component("kube-apiserver", argv, ready, self.bind_address, 1)], deadline
+            [_Component("kube-apiserver", argv, ready, self.bind_address, 1, kept)], deadline
         )
+        port = int(self.api_url.rsplit(":", 1)[1])
+        if kept and kept != [port]:
+            self._say(f"kube-apiserver's port {kept[0]} was taken: now {port}")
+        port_file.write_text(str(port))
+        self._forget_stale_kubernetes_service(port)
         write_kubeconfig(
             self.admin_kubeconfig,
             kubeconfig(self.api_url, self.ca.pair.cert, self.admin, ADMIN_USER),
         )
+
+    def _forget_stale_kubernetes_service(self, port: int) -> None:
+        """Deletes the `kubernetes` Service and its endpoints if they name another port
+        than the API server's; it creates them again within seconds."""
+        rest = self.rest()
+        try:
+            service = rest.request("GET", "/api/v1/namespaces/default/services/kubernetes")
+        except RestError as error:
+            if error.status == 404:
+                return
+            raise
+        if [p.get("targetPort") for p in service["spec"]["ports"]] == [port]:
+            return
+        for path in (
+            "/api/v1/namespaces/default/services/kubernetes",
+            "/api/v1/namespaces/default/endpoints/kubernetes",
+            "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes",
+        ):
+            try:
+                rest.request("DELETE", path)
+            except RestError as error:
+                if error.status != 404:
+                    raise
 
     @staticmethod
     def _url_host(address: str) -> str:
