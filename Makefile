@@ -16,6 +16,9 @@ BIN := $(VENV)/bin
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := python3.11
 PYTEST_ARGS ?=
+# Tests' temporary files (pytest's tmp_path, clients' certificate files) go to the cache,
+# not the host's /tmp.
+PYTEST := mkdir -p $(TFJOB_CACHE)/tmp && TMPDIR=$(TFJOB_CACHE)/tmp $(BIN)/pytest
 BENCH_ARGS ?=
 DEMO_ARGS ?=
 IMAGES_ARGS ?=
@@ -33,7 +36,7 @@ $(UV):
 $(VENV)/.synced: $(UV) uv.lock pyproject.toml operator/pyproject.toml trainer/pyproject.toml hack/localcluster/pyproject.toml
 	@echo "==> syncing the Python environment in $(VENV) (uv.lock, frozen)"
 	@# uv keeps a lock file in TMPDIR: the cache's, not the host's /tmp.
-	mkdir -p $(TFJOB_CACHE)/tmp
+	@mkdir -p $(TFJOB_CACHE)/tmp
 	TMPDIR=$(TFJOB_CACHE)/tmp $(UV) sync --frozen --compile-bytecode
 	touch $@
 
@@ -57,16 +60,16 @@ typecheck: env ## mypy, strict, on the operator and the local cluster
 	$(BIN)/mypy
 
 test: env binaries images lint typecheck ## Everything that runs here: lint, types, unit, integration, e2e
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 
 unit: env ## Unit tests only
-	$(BIN)/pytest -m unit $(PYTEST_ARGS)
+	$(PYTEST) -m unit $(PYTEST_ARGS)
 
 integration: env binaries images ## Integration tests (the local cluster)
-	$(BIN)/pytest -m integration $(PYTEST_ARGS)
+	$(PYTEST) -m integration $(PYTEST_ARGS)
 
 e2e: env binaries images ## End-to-end tests (real TensorFlow in containers)
-	$(BIN)/pytest -m e2e $(PYTEST_ARGS)
+	$(PYTEST) -m e2e $(PYTEST_ARGS)
 
 crd: env ## Regenerate the TFJob CRD (chart crds/ and its manifests/ copy)
 	$(BIN)/python hack/gen_crd.py
@@ -90,7 +93,7 @@ bench: env binaries ## Control-plane benchmark: N = 10, 100, 500 TFJobs on kwok 
 
 e2e-kind: env binaries ## The e2e scenarios on a kind cluster (needs Docker)
 	hack/build-binaries.sh kind
-	$(BIN)/pytest tests/e2e --backends kind $(PYTEST_ARGS)
+	$(PYTEST) tests/e2e --backends kind $(PYTEST_ARGS)
 
 cluster: env binaries images ## Start the local cluster in the background and print its KUBECONFIG
 	$(BIN)/tfjob-localcluster up --state-dir $(TFJOB_CACHE)/cluster
