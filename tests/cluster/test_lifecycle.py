@@ -33,6 +33,12 @@ def wait_until(check: Callable[[], bool], what: str, timeout: float = 60) -> Non
         time.sleep(0.2)
 
 
+def cli_down(state_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, "down", "--state-dir", str(state_dir)], capture_output=True, text=True, timeout=120
+    )
+
+
 def slot_of(state_dir: Path) -> Slot:
     return next(s for s in Registry().live() if Path(s.state_dir) == state_dir.resolve())
 
@@ -97,12 +103,7 @@ def test_cli_up_is_idempotent_beside_another_cluster_and_up_after_down_restores_
         processes = list(slot.processes)
         assert processes
     finally:
-        down = subprocess.run(
-            [*CLI, "down", "--state-dir", str(state_dir)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        down = cli_down(state_dir)
     assert down.returncode == 0, down.stderr
     assert not any(p.alive() for p in processes)
     assert network_names(slot.network.prefix) == []
@@ -126,12 +127,7 @@ def test_cli_up_is_idempotent_beside_another_cluster_and_up_after_down_restores_
         assert json.loads(dns.stdout)["spec"]["clusterIP"] == "10.96.0.10"
         assert "Ready" in other("get", "node", local_cluster.node_name).stdout
     finally:
-        down = subprocess.run(
-            [*CLI, "down", "--state-dir", str(state_dir)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        down = cli_down(state_dir)
     assert down.returncode == 0, down.stderr
     wait_host_restored(before)
 
