@@ -42,8 +42,8 @@ $(VENV)/.synced: $(UV) uv.lock pyproject.toml operator/pyproject.toml trainer/py
 
 env: $(VENV)/.synced ## Install the pinned Python environment (.venv)
 
-binaries: ## Build the pinned Kubernetes, etcd, CoreDNS, helm, kwok and node tools into the cache (skips what is built)
-	hack/build-binaries.sh kubernetes etcd coredns helm kwok nodetools
+binaries: ## Build the pinned Kubernetes, etcd, CoreDNS, helm, kwok, kind and node tools into the cache (skips what is built)
+	hack/build-binaries.sh kubernetes etcd coredns helm kwok kind nodetools
 
 images: env binaries ## Build the images (operator, trainer, node, busybox) into the cache; IMAGES_ARGS=--gpu adds the GPU trainer
 	$(BIN)/tfjob-localcluster images $(IMAGES_ARGS)
@@ -91,8 +91,7 @@ demo: env binaries images ## The main job: local cluster, operator, MWMS and PSS
 bench: env binaries ## Control-plane benchmark: N = 10, 100, 500 TFJobs on kwok nodes against the API server's floor
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
-e2e-kind: env binaries ## The e2e scenarios on a kind cluster (needs Docker)
-	hack/build-binaries.sh kind
+e2e-kind: env binaries images ## The e2e scenarios on a kind cluster (the project's node image and Docker engine where the machine has none)
 	$(PYTEST) tests/e2e --backends kind $(PYTEST_ARGS)
 
 cluster: env binaries images ## Start the local cluster in the background and print its KUBECONFIG

@@ -26,7 +26,6 @@ import contextlib
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,7 +42,7 @@ from tfjob_localcluster import chart, diagnose  # noqa: E402
 from tfjob_localcluster.binaries import cache_root  # noqa: E402
 from tfjob_localcluster.chart import InstallError, install_operator  # noqa: E402
 from tfjob_localcluster.images import PROJECT_IMAGES  # noqa: E402
-from tfjob_localcluster.kind import KindCluster, unavailable  # noqa: E402
+from tfjob_localcluster.kind import KindCluster, KindError, unavailable  # noqa: E402
 
 EXAMPLES = ("mnist-mwms.yaml", "mnist-pss.yaml")
 NAMESPACE = "demo"
@@ -76,14 +75,18 @@ def cluster(args: argparse.Namespace) -> Iterator[str]:
         if reason:
             raise DemoError(f"--kind: {reason}")
         banner("Creating a kind cluster and loading the images built from this checkout")
-        kind = KindCluster(Path(tempfile.mkdtemp(prefix="tfjob-demo-")), say=say)
-        kind.create()
+        workdir = cache_root() / "kind"
+        workdir.mkdir(parents=True, exist_ok=True)
+        kind = KindCluster(workdir, say=say)
+        kind.create(PROJECT_IMAGES)
         try:
             yield str(kind.kubeconfig)
         finally:
-            if args.keep:
+            if args.keep and not kind.engine.private:
                 print(f"    kind cluster {kind.name} kept: export KUBECONFIG={kind.kubeconfig}")
             else:
+                if args.keep:
+                    print("    --keep: the project's Docker engine stops with the demo")
                 kind.delete()
         return
     banner("Starting the local cluster (the one `make cluster` runs)")
@@ -323,7 +326,7 @@ def main() -> int:
     try:
         with cluster(args) as kubeconfig:
             ok = run(kubeconfig, args.timeout)
-    except (DemoError, InstallError, diagnose.StallError) as error:
+    except (DemoError, InstallError, diagnose.StallError, KindError) as error:
         banner("The demo stopped")
         print(error, flush=True)
         return 1

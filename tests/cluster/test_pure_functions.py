@@ -109,7 +109,7 @@ def test_kubelet_keeps_its_pods_in_the_clusters_cgroup_and_never_evicts_for_host
 
 
 def test_pods_get_addresses_of_the_node_subnet_and_kube_proxy_leaves_conntrack_alone() -> None:
-    (bridge, portmap) = files.cni_conflist(node_config())["plugins"]
+    (bridge, portmap) = files.cni_conflist(node_config().pod_subnet)["plugins"]
     assert bridge["type"] == "bridge"
     assert bridge["ipam"]["ranges"] == [[{"subnet": "10.213.3.0/24"}]]
     assert bridge["hairpinMode"] is True

@@ -7,13 +7,16 @@ Helm chart installs the operator, which runs as a pod from its image, as users r
 
 - local: the session's local cluster (tfjob_localcluster), the images imported into its
   containerd; containers are killed through that containerd.
-- kind: a kind cluster created for the module, the images loaded with
-  `kind load docker-image`; containers are killed with crictl in the node.
+- kind: a kind cluster created for the module (tfjob_localcluster.kind: the project's
+  Docker engine and node image where the machine has neither), the images loaded with
+  `kind load docker-image`; containers are killed through the node's containerd. The
+  cluster is deleted after the module, and the host must then be as it was before.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,11 +25,12 @@ import pytest
 from kubernetes import client, config
 
 from support.fixtures import stop_session_operator
-from tfjob_localcluster import kind
+from tfjob_localcluster import hoststate, kind
 from tfjob_localcluster.binaries import locate
 from tfjob_localcluster.chart import RELEASE, SELECTOR, install_operator, run_helm
 from tfjob_localcluster.cluster import LocalCluster
-from tfjob_localcluster.kind import KindCluster, run
+from tfjob_localcluster.images import PROJECT_IMAGES
+from tfjob_localcluster.kind import KindCluster
 
 BACKENDS = ("local", "kind")
 RELEASE_NAMESPACE = "tfjob-system"
@@ -85,7 +89,7 @@ class ChartBackend:
 
     def _kubectl(self, *args: str, ns: bool = True) -> str:
         scope = ["-n", RELEASE_NAMESPACE] if ns else []
-        return run(self.kubectl, f"--kubeconfig={self.kubeconfig}", *scope, *args)
+        return _run(self.kubectl, f"--kubeconfig={self.kubeconfig}", *scope, *args)
 
 
 class LocalBackend(ChartBackend):
@@ -106,24 +110,22 @@ class KindBackend(ChartBackend):
     name = "kind"
 
     def __init__(self, workdir: Path) -> None:
-        self.cluster = KindCluster(workdir)
+        self.cluster = KindCluster(workdir, say=_say)
         super().__init__(str(self.cluster.kubeconfig))
 
     def create(self) -> None:
-        self.cluster.create()
+        self.cluster.create(PROJECT_IMAGES)
         self.install()
 
     def delete(self) -> None:
         self.cluster.delete()
 
     def kill_container(self, namespace: str, pod: str, container: str = "tensorflow") -> None:
-        """SIGKILL from the node: inside the container, PID 1 ignores it."""
-        node, container_id = self.container_id(namespace, pod, container)
-        pid_of = (
-            f"crictl inspect --output go-template --template '{{{{.info.pid}}}}' {container_id}"
+        """SIGKILL from the node's containerd: inside the container, PID 1 ignores it."""
+        _node, container_id = self.container_id(namespace, pod, container)
+        self.cluster.node_exec(
+            "ctr", "--namespace=k8s.io", "tasks", "kill", "--signal=SIGKILL", container_id
         )
-        # A kind node's Docker container is named like the node.
-        run("docker", "exec", node, "sh", "-c", f"kill -9 $({pid_of})")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -169,9 +171,23 @@ def backend(
     reason = kind.unavailable()
     if reason is not None:
         pytest.skip(f"kind backend: {reason}")
+    before = hoststate.snapshot()
     cluster = KindBackend(tmp_path_factory.mktemp("kind"))
     try:
         cluster.create()
         yield cluster
     finally:
         cluster.delete()
+    changed = hoststate.difference(before, hoststate.snapshot())
+    assert not changed, f"the kind run changed the host: {changed}"
+
+
+def _run(*argv: str) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def _say(message: str) -> None:
+    print(f"[kind] {message}", flush=True)

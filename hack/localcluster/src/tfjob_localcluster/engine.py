@@ -1,17 +1,19 @@
-"""A Docker engine to build images with: the machine's own, or one the project runs.
+"""A Docker engine to build images and run kind with: the machine's own, or the project's.
 
 `DockerEngine()` uses the engine `docker info` reaches (`DOCKER_HOST` or the default
 socket), as on most users' machines. Where none answers and the machine allows it (root,
 apt), it installs Debian's `docker.io` if `dockerd` is missing and runs a private
-`dockerd` for as long as it is needed:
+`dockerd` for as long as it is needed (a second `DockerEngine` in the meantime uses it):
 
-- its data (images, build cache) under `<cache>/docker/`, its socket there too;
+- its data (images, build cache, kind's network) under `<cache>/docker/`, its socket
+  there too;
 - in a mount namespace of its own with a private `/run`, so its runtime files and
   mounts never appear on the host;
-- without touching the host's network: no default bridge, no iptables rules, no
-  forwarding or masquerading (builds use the host's network);
+- without iptables rules, forwarding or masquerading, and without the default bridge:
+  builds use the host's network; the bridge of kind's network is the engine's only
+  link on the host, and kind.py removes that network when its cluster is deleted;
 - with hack/runtime/runc-without-sys-resource as its runtime where the machine lacks
-  CAP_SYS_RESOURCE (see capabilities.py).
+  CAP_SYS_RESOURCE (see capabilities.py), so `docker run --privileged` works for kind.
 
 It is stopped when the `with` block ends; its data stays, so the next build is warm.
 
@@ -91,8 +93,18 @@ class DockerEngine:
         if answers():
             self.say("using the Docker engine that `docker info` reaches")
             return self
+        private = {"DOCKER_HOST": f"unix://{self.directory / 'docker.sock'}"}
+        if answers(private):
+            self.say("using the project's Docker engine, already running")
+            self.env = private
+            return self
         self._start_private()
         return self
+
+    @property
+    def private(self) -> bool:
+        """Whether this engine is the project's own (not the machine's)."""
+        return bool(self.env)
 
     def __exit__(
         self,
@@ -105,8 +117,11 @@ class DockerEngine:
             self.process.stop(grace=30)
             self.process = None
 
-    def docker(self, *args: str, input: bytes | None = None, timeout: float = 3600) -> str:
-        """Runs the docker CLI against this engine; raises with its output on failure."""
+    def docker(
+        self, *args: str, input: bytes | None = None, timeout: float = 3600, check: bool = True
+    ) -> str:
+        """Runs the docker CLI against this engine; raises with its output on failure
+        unless `check` is false."""
         done = subprocess.run(
             ["docker", *args],
             input=input,
@@ -115,7 +130,7 @@ class DockerEngine:
             timeout=timeout,
             check=False,
         )
-        if done.returncode != 0:
+        if check and done.returncode != 0:
             output = (done.stdout + done.stderr).decode(errors="replace")
             raise RuntimeError(f"docker {' '.join(args[:3])} ... failed:\n{output[-4000:]}")
         return done.stdout.decode(errors="replace")

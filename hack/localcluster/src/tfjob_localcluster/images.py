@@ -8,7 +8,9 @@
   hack/build-binaries.sh (hack/images/*.Dockerfile), under the names kubelet and kubeadm
   expect;
 - `busybox` (Debian's busybox-static FROM scratch), for test pods that run shell
-  commands.
+  commands;
+- for a kind node (kindnode.py): the control-plane components, kube-proxy and etcd, under
+  the names `kubeadm config images list` gives for the pinned Kubernetes.
 
 Each image is saved (`docker save`) as a tar in `<cache>/images/`, named by a digest of
 its inputs: the Dockerfile, the files its COPY lines take from the context, and the base.
@@ -23,6 +25,7 @@ import hashlib
 import json
 import re
 import subprocess
+import tarfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -48,15 +51,19 @@ class MissingImageError(RuntimeError):
 class ImageSpec:
     reference: str
     dockerfile: Path
-    # "repository" (the checkout), "images" (hack/images), or the hack/build-binaries.sh
-    # tool whose directory is the context.
-    context: str = "repository"
+    # "repository" (the checkout), "images" (hack/images), the hack/build-binaries.sh
+    # tool whose directory is the context, or a directory.
+    context: str | Path = "repository"
+    # --build-arg values (BASE aside), also substituted in the COPY lines.
+    args: tuple[tuple[str, str], ...] = ()
 
     @property
     def uses_base(self) -> bool:
         return "\nARG BASE=" in self.dockerfile.read_text()
 
     def context_dir(self) -> Path:
+        if isinstance(self.context, Path):
+            return self.context
         if self.context == "repository":
             return REPOSITORY
         if self.context == "images":
@@ -70,6 +77,19 @@ TRAINER_GPU = "tfjob-trainer:0.1.0-gpu"
 BUSYBOX = "busybox:1.35.0"
 PAUSE = "registry.k8s.io/pause:3.10.1"
 COREDNS = f"registry.k8s.io/coredns/coredns:{read_versions()['COREDNS_VERSION']}"
+_KUBERNETES = read_versions()["KUBERNETES_VERSION"]
+KUBE_APISERVER = f"registry.k8s.io/kube-apiserver:{_KUBERNETES}"
+KUBE_CONTROLLER_MANAGER = f"registry.k8s.io/kube-controller-manager:{_KUBERNETES}"
+KUBE_SCHEDULER = f"registry.k8s.io/kube-scheduler:{_KUBERNETES}"
+KUBE_PROXY = f"registry.k8s.io/kube-proxy:{_KUBERNETES}"
+# kubeadm's tag for an etcd release: the version and a packaging revision.
+ETCD = f"registry.k8s.io/etcd:{read_versions()['ETCD_VERSION'].removeprefix('v')}-0"
+
+
+def _static_binary(reference: str, tool: str, binary: str) -> ImageSpec:
+    dockerfile = IMAGES_DIR / "static-binary.Dockerfile"
+    return ImageSpec(reference, dockerfile, tool, (("BINARY", binary),))
+
 
 SPECS = (
     ImageSpec(PAUSE, IMAGES_DIR / "pause.Dockerfile", "nodetools"),
@@ -78,9 +98,16 @@ SPECS = (
     ImageSpec(OPERATOR, REPOSITORY / "operator" / "Dockerfile"),
     ImageSpec(TRAINER, REPOSITORY / "trainer" / "Dockerfile"),
     ImageSpec(TRAINER_GPU, REPOSITORY / "trainer" / "Dockerfile.gpu"),
+    _static_binary(KUBE_APISERVER, "kubernetes", "kube-apiserver"),
+    _static_binary(KUBE_CONTROLLER_MANAGER, "kubernetes", "kube-controller-manager"),
+    _static_binary(KUBE_SCHEDULER, "kubernetes", "kube-scheduler"),
+    _static_binary(ETCD, "etcd", "etcd"),
+    ImageSpec(KUBE_PROXY, IMAGES_DIR / "kube-proxy.Dockerfile", "kubernetes"),
 )
 NODE_IMAGES = (PAUSE, COREDNS)
 PROJECT_IMAGES = (OPERATOR, TRAINER)
+#: What kubeadm runs on a kind node besides the node's own images.
+KUBEADM_IMAGES = (KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBE_PROXY, ETCD)
 #: What `make images` builds (the GPU trainer only when asked for).
 DEFAULT_IMAGES = (*NODE_IMAGES, BUSYBOX, *PROJECT_IMAGES)
 
@@ -100,10 +127,14 @@ def default_base(dockerfile: Path) -> str:
     return match.group(1)
 
 
-def copy_sources(dockerfile: Path) -> list[str]:
-    """The context paths the Dockerfile's COPY lines read (not those `--from` a stage)."""
+def copy_sources(dockerfile: Path, args: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    """The context paths the Dockerfile's COPY lines read (not those `--from` a stage),
+    with `${NAME}` of the build args substituted."""
     sources: list[str] = []
-    for line in dockerfile.read_text().splitlines():
+    text = dockerfile.read_text()
+    for name, value in args:
+        text = text.replace(f"${{{name}}}", value)
+    for line in text.splitlines():
         words = line.split()
         if not words or words[0].upper() != "COPY":
             continue
@@ -117,7 +148,7 @@ def copy_sources(dockerfile: Path) -> list[str]:
 def context_files(spec: ImageSpec) -> list[Path]:
     context = spec.context_dir()
     found: set[Path] = set()
-    for source in copy_sources(spec.dockerfile):
+    for source in copy_sources(spec.dockerfile, spec.args):
         path = context / source
         if path.is_dir():
             found |= {p for p in path.rglob("*") if p.is_file()}
@@ -132,6 +163,7 @@ def digest(spec: ImageSpec, base: str) -> str:
     """What the image's tar is named by: the Dockerfile, its context files, the base."""
     hashed = hashlib.sha256(spec.dockerfile.read_bytes())
     hashed.update(base.encode() if spec.uses_base else b"")
+    hashed.update(repr(spec.args).encode() if spec.args else b"")
     context = spec.context_dir()
     for path in context_files(spec):
         hashed.update(str(path.relative_to(context)).encode() + b"\0")
@@ -188,21 +220,26 @@ class ImageStore:
             )
         return path
 
-    def build(self, references: Iterable[str]) -> list[Built]:
+    def build(self, references: Iterable[str], engine: DockerEngine | None = None) -> list[Built]:
         """Builds each image whose inputs have no tar yet; returns all of them."""
-        specs = [spec_of(reference) for reference in references]
+        return self.build_specs([spec_of(reference) for reference in references], engine)
+
+    def build_specs(
+        self, specs: list[ImageSpec], engine: DockerEngine | None = None
+    ) -> list[Built]:
+        """`build` for specs of the caller's; in `engine` if given (else one is found)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         base = self.index()["base"]
         if base and all((self.directory / tar_name(s, base)).exists() for s in specs):
             for spec in specs:
                 self._record(base, spec.reference, self.directory / tar_name(spec, base))
             return [Built(s.reference, self.directory / tar_name(s, base), 0.0) for s in specs]
-        built = []
-        with DockerEngine(say=self.say) as engine:
+        if engine is not None:
             base = self._base(engine, specs)
-            for spec in specs:
-                built.append(self._build_one(engine, spec, base))
-        return built
+            return [self._build_one(engine, spec, base) for spec in specs]
+        with DockerEngine(say=self.say) as found:
+            base = self._base(found, specs)
+            return [self._build_one(found, spec, base) for spec in specs]
 
     def _base(self, engine: DockerEngine, specs: list[ImageSpec]) -> str:
         """The base to build FROM: the Dockerfiles' default if present or pullable,
@@ -211,20 +248,27 @@ class ImageStore:
         if not official:
             return self.index()["base"] or "none"
         (wanted,) = official
-        if _present(engine, wanted) or _pull(engine, wanted):
+        if present(engine, wanted) or pull(engine, wanted):
             return wanted
         self.say(f"{wanted} cannot be pulled (no registry answers): using a base made here")
         rootfs = baseimage.build_rootfs_tar(self.directory / "base", self.say)
         label = f"tfjob.dev/base-digest={baseimage.digest()}"
-        present = engine.docker(
+        imported = engine.docker(
             "image", "ls", "--filter", f"label={label}", "--format", "{{.ID}}"
         ).strip()
-        if not present:
+        if not imported:
             changes = [arg for change in baseimage.IMPORT_CHANGES for arg in ("--change", change)]
             engine.docker(
                 "import", *changes, "--change", f"LABEL {label}", str(rootfs), baseimage.REFERENCE
             )
         return f"{baseimage.REFERENCE}@{baseimage.digest()}"
+
+    def load_into(self, engine: DockerEngine, reference: str) -> None:
+        """Loads the image's tar into the engine unless the engine has that build."""
+        tar = self.tar(reference)
+        if image_id(engine, reference) != _tar_image_id(tar):
+            self.say(f"loading {reference} into the Docker engine from {tar.name}")
+            engine.docker("load", "--input", str(tar))
 
     def _build_one(self, engine: DockerEngine, spec: ImageSpec, base: str) -> Built:
         target = self.directory / tar_name(spec, base)
@@ -236,9 +280,11 @@ class ImageStore:
         args = ["build", "--network=host", "-f", str(spec.dockerfile), "-t", spec.reference]
         if spec.uses_base:
             args += ["--build-arg", f"BASE={base.split('@')[0]}"]
-        replaced = _image_id(engine, spec.reference)
+        for name, value in spec.args:
+            args += ["--build-arg", f"{name}={value}"]
+        replaced = image_id(engine, spec.reference)
         engine.docker(*args, str(spec.context_dir()))
-        if replaced and replaced != _image_id(engine, spec.reference):
+        if replaced and replaced != image_id(engine, spec.reference):
             # The engine's copy of the previous build, now untagged: only its tar counted.
             try:
                 engine.docker("image", "rm", replaced)
@@ -257,18 +303,28 @@ class ImageStore:
         return built
 
 
-def _image_id(engine: DockerEngine, reference: str) -> str | None:
+def image_id(engine: DockerEngine, reference: str) -> str | None:
     try:
         return engine.docker("image", "inspect", "--format", "{{.Id}}", reference).strip()
     except RuntimeError:
         return None
 
 
-def _present(engine: DockerEngine, reference: str) -> bool:
-    return _image_id(engine, reference) is not None
+def _tar_image_id(tar: Path) -> str:
+    """The image ID (its config's digest) of the single image a `docker save` tar holds."""
+    with tarfile.open(tar) as archive:
+        member = archive.extractfile("manifest.json")
+        assert member is not None
+        (entry,) = json.load(member)
+    config: str = entry["Config"]
+    return "sha256:" + config.removeprefix("blobs/sha256/").removesuffix(".json")
 
 
-def _pull(engine: DockerEngine, reference: str) -> bool:
+def present(engine: DockerEngine, reference: str) -> bool:
+    return image_id(engine, reference) is not None
+
+
+def pull(engine: DockerEngine, reference: str) -> bool:
     try:
         engine.docker("pull", reference, timeout=PULL_TIMEOUT)
     except (RuntimeError, subprocess.TimeoutExpired):

@@ -1,40 +1,48 @@
-"""A kind cluster running this checkout's images, for machines with Docker.
+"""A kind cluster running this checkout's images.
 
-`KindCluster.create()` creates the cluster (the node image pinned in hack/versions.env),
-builds the operator and trainer images with Docker and loads them into the cluster with
-`kind load docker-image`; `delete()` removes it. Installing the operator is left to the
-caller (the Helm chart, as users do).
+`KindCluster.create()` finds a Docker engine (engine.py: the machine's, else the
+project's own, installed and started where the machine allows), gets the node image
+(kindnode.py: the published one, else one assembled here), creates the cluster with the
+pinned kind, and loads the images built by `make images` with `kind load docker-image`.
+`delete()` deletes the cluster and, with the project's own engine, the `kind` network
+kind made in it, and stops that engine. Installing the operator is left to the caller
+(the Helm chart, as users do).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from tfjob_localcluster.binaries import MissingBinaryError, locate, read_versions
+from tfjob_localcluster import engine, kindnode, packages
+from tfjob_localcluster.binaries import MissingBinaryError, locate
+from tfjob_localcluster.images import ImageStore, MissingImageError
 
-REPOSITORY = Path(__file__).resolve().parents[4]
-#: Images built from this checkout, as the chart and the examples name them.
-IMAGES = {
-    "operator/Dockerfile": "tfjob-operator:0.1.0",
-    "trainer/Dockerfile": "tfjob-trainer:0.1.0",
-}
+CREATE_TIMEOUT = 900
+#: The label kind puts on every container of a cluster.
+CLUSTER_LABEL = "io.x-k8s.kind.cluster"
+
+
+class KindError(RuntimeError):
+    pass
 
 
 def unavailable() -> str | None:
     """Why a kind cluster cannot be created here, or None."""
-    if shutil.which("docker") is None:
-        return "docker is not installed"
-    info = subprocess.run(["docker", "info"], capture_output=True, text=True, check=False)
-    if info.returncode != 0:
-        return "no container engine: `docker info` cannot reach a Docker daemon"
     try:
         locate("kind")
     except MissingBinaryError:
         return "kind is not built: run `hack/build-binaries.sh kind`"
+    if engine.answers():
+        return None
+    if os.geteuid() != 0:
+        return "no Docker engine answers (`docker info`), and starting one needs root"
+    if packages.missing(["docker"]) and shutil.which("apt-get") is None:
+        return "no Docker engine answers, and docker.io cannot be installed (no apt-get)"
     return None
 
 
@@ -44,28 +52,69 @@ class KindCluster:
     ) -> None:
         self.kind = str(locate("kind").kind)
         self.name = name or f"tfjob-{int(time.time())}"
-        self.node_image = read_versions()["KIND_NODE_IMAGE"]
         self.kubeconfig = workdir / "kind.kubeconfig"
         self.say = say
+        self.engine = engine.DockerEngine(say=say)
+        self.store = ImageStore(say=say)
+        self.node_image = ""
 
-    def create(self) -> None:
-        self.say(f"creating kind cluster {self.name} ({self.node_image})")
-        run(
-            self.kind, "create", "cluster", "--name", self.name, "--image", self.node_image,
-            "--kubeconfig", str(self.kubeconfig), "--wait", "180s",
+    def create(self, images: Iterable[str]) -> None:
+        """Creates the cluster and loads `images` (built by `make images`) into it.
+        Raises KindError saying what was missing or failed."""
+        started = time.monotonic()
+        try:
+            self.engine.__enter__()
+            self.node_image = kindnode.ensure(self.engine, self.store, self.say)
+        except (
+            engine.EngineUnavailableError,
+            packages.PackageError,
+            kindnode.NodeImageError,
+            MissingImageError,
+        ) as error:
+            raise KindError(str(error)) from error
+        self.say(f"creating kind cluster {self.name} from {self.node_image}")
+        self._kind(
+            "create", "cluster", "--name", self.name, "--image", self.node_image,
+            "--kubeconfig", str(self.kubeconfig), "--wait", "300s",
         )  # fmt: skip
-        for dockerfile, image in IMAGES.items():
-            self.say(f"building {image} from {dockerfile}")
-            run("docker", "build", "-f", str(REPOSITORY / dockerfile), "-t", image, str(REPOSITORY))
-            run(self.kind, "load", "docker-image", image, "--name", self.name)
+        for image in images:
+            self.store.load_into(self.engine, image)
+            self._kind("load", "docker-image", image, "--name", self.name)
+        self.say(f"kind cluster {self.name} ready in {time.monotonic() - started:.0f}s")
 
     def delete(self) -> None:
-        self.say(f"deleting kind cluster {self.name}")
-        run(self.kind, "delete", "cluster", "--name", self.name, check=False)
+        """Deletes the cluster; leaves no container, network or engine of the run."""
+        try:
+            self.say(f"deleting kind cluster {self.name}")
+            self._kind("delete", "cluster", "--name", self.name)
+            left = self.containers()
+            if left:
+                raise KindError(f"containers of kind cluster {self.name} left: {left}")
+            if self.engine.private:
+                # kind makes the network once and keeps it; in the project's engine, the
+                # run leaves nothing behind.
+                self.engine.docker("network", "rm", "kind", check=False)
+        finally:
+            self.engine.__exit__(None, None, None)
 
+    def containers(self) -> list[str]:
+        mine = f"label={CLUSTER_LABEL}={self.name}"
+        listed = self.engine.docker("ps", "--all", "--filter", mine, "--format", "{{.Names}}")
+        return listed.split()
 
-def run(*argv: str, check: bool = True) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
-    if check and done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stdout}\n{done.stderr}")
-    return done.stdout
+    def node_exec(self, *argv: str) -> str:
+        """Runs a command in the cluster's control-plane node."""
+        return self.engine.docker("exec", f"{self.name}-control-plane", *argv)
+
+    def _kind(self, *args: str) -> str:
+        done = subprocess.run(
+            [self.kind, *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **self.engine.env},
+            timeout=CREATE_TIMEOUT,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise KindError(f"kind {' '.join(args[:2])} failed:\n{done.stdout}\n{done.stderr}")
+        return done.stdout

@@ -99,7 +99,7 @@ def components(config: NodeConfig) -> list[Component]:
     )
     write(
         config.path("cni", f"10-{files.CNI_NETWORK}.conflist"),
-        json.dumps(files.cni_conflist(config), indent=2),
+        json.dumps(files.cni_conflist(config.pod_subnet), indent=2),
     )
     write(config.path("resolv.conf"), files.resolv_conf(config))
     logs = Path(config.logs_dir)

@@ -43,11 +43,12 @@ def containerd_config(config: NodeConfig) -> dict[str, Any]:
     }
 
 
-def cni_conflist(config: NodeConfig) -> dict[str, Any]:
-    """A bridge with host-local addresses from the node's pod subnet; hostPort by portmap."""
+def cni_conflist(pod_subnet: str, name: str = CNI_NETWORK) -> dict[str, Any]:
+    """A bridge with host-local addresses from the node's pod subnet; hostPort by portmap.
+    (The local node's network, and the default CNI of the kind node image.)"""
     return {
         "cniVersion": "1.0.0",
-        "name": CNI_NETWORK,
+        "name": name,
         "plugins": [
             {
                 "type": "bridge",
@@ -58,7 +59,7 @@ def cni_conflist(config: NodeConfig) -> dict[str, Any]:
                 "hairpinMode": True,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": config.pod_subnet}]],
+                    "ranges": [[{"subnet": pod_subnet}]],
                     "routes": [{"dst": "0.0.0.0/0"}],
                 },
             },
