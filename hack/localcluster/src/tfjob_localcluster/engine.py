@@ -6,7 +6,7 @@ apt), it installs Debian's `docker.io` if `dockerd` is missing and runs a privat
 `dockerd` for as long as it is needed (a second `DockerEngine` in the meantime uses it):
 
 - its data (images, build cache, kind's network) under `<cache>/docker/`, its socket
-  there too;
+  and trust key there too;
 - in a mount namespace of its own with a private `/run`, so its runtime files and
   mounts never appear on the host;
 - without iptables rules, forwarding or masquerading, and without the default bridge:
@@ -23,6 +23,7 @@ It is stopped when the `with` block ends; its data stays, so the next build is w
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -58,7 +59,15 @@ def answers(env: Mapping[str, str] | None = None) -> bool:
     return done.returncode == 0
 
 
-def dockerd_argv(directory: Path) -> list[str]:
+def dockerd_major_version() -> int:
+    """The major version of the `dockerd` on PATH (`Docker version 20.10.24+dfsg1, ...`)."""
+    done = subprocess.run(
+        ["dockerd", "--version"], capture_output=True, text=True, timeout=30, check=True
+    )
+    return int(done.stdout.split()[2].split(".")[0])
+
+
+def dockerd_argv(directory: Path, major_version: int) -> list[str]:
     argv = [
         "dockerd",
         f"--data-root={directory / 'data'}",
@@ -72,6 +81,10 @@ def dockerd_argv(directory: Path) -> list[str]:
         "--ip-masq=false",
         "--storage-driver=overlay2",
     ]
+    if major_version < 25:
+        # Before Docker 25 the daemon writes a trust key, by default /etc/docker/key.json;
+        # only its configuration file can move it.
+        argv.append(f"--config-file={directory / 'daemon.json'}")
     if capabilities.lacks_sys_resource():
         argv += [
             f"--add-runtime={RUNTIME_NAME}={capabilities.RUNTIME_WRAPPER}",
@@ -142,6 +155,8 @@ class DockerEngine:
             )
         packages.ensure(["docker"], say=self.say)
         self.directory.mkdir(parents=True, exist_ok=True)
+        key = {"deprecated-key-path": str(self.directory / "key.json")}
+        (self.directory / "daemon.json").write_text(json.dumps(key))
         socket = self.directory / "docker.sock"
         self.env = {"DOCKER_HOST": f"unix://{socket}"}
         self.say(
@@ -157,7 +172,7 @@ class DockerEngine:
                 sys.executable,
                 "-m",
                 "tfjob_localcluster.private_run",
-                *dockerd_argv(self.directory),
+                *dockerd_argv(self.directory, dockerd_major_version()),
             ],
             self.directory / "dockerd.log",
         )
