@@ -171,8 +171,11 @@ def backend(
     reason = kind.unavailable()
     if reason is not None:
         pytest.skip(f"kind backend: {reason}")
-    before = hoststate.snapshot()
     cluster = KindBackend(tmp_path_factory.mktemp("kind"))
+    # After what the run installs (docker.io) and with the engine up: the cluster, its
+    # network and the engine must leave nothing.
+    cluster.cluster.start_engine()
+    before = hoststate.snapshot()
     try:
         cluster.create()
         yield cluster

@@ -57,20 +57,26 @@ class KindCluster:
         self.engine = engine.DockerEngine(say=say)
         self.store = ImageStore(say=say)
         self.node_image = ""
+        self.engine_started = False
+
+    def start_engine(self) -> None:
+        """Finds or starts the Docker engine (installing docker.io where it must); once."""
+        if self.engine_started:
+            return
+        try:
+            self.engine.__enter__()
+        except (engine.EngineUnavailableError, packages.PackageError) as error:
+            raise KindError(str(error)) from error
+        self.engine_started = True
 
     def create(self, images: Iterable[str]) -> None:
         """Creates the cluster and loads `images` (built by `make images`) into it.
         Raises KindError saying what was missing or failed."""
         started = time.monotonic()
+        self.start_engine()
         try:
-            self.engine.__enter__()
             self.node_image = kindnode.ensure(self.engine, self.store, self.say)
-        except (
-            engine.EngineUnavailableError,
-            packages.PackageError,
-            kindnode.NodeImageError,
-            MissingImageError,
-        ) as error:
+        except (kindnode.NodeImageError, MissingImageError) as error:
             raise KindError(str(error)) from error
         self.say(f"creating kind cluster {self.name} from {self.node_image}")
         self._kind(
@@ -96,6 +102,7 @@ class KindCluster:
                 self.engine.docker("network", "rm", "kind", check=False)
         finally:
             self.engine.__exit__(None, None, None)
+            self.engine_started = False
 
     def containers(self) -> list[str]:
         mine = f"label={CLUSTER_LABEL}={self.name}"
