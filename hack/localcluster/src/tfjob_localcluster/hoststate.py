@@ -23,6 +23,9 @@ WATCHED_DIRS = (
     "/run", "/var/run", "/var/lib", "/var/log", "/etc", "/opt", "/usr/libexec",
     "/run/netns", "/etc/cni", "/etc/netns",
 )  # fmt: skip
+# Where a machine's Docker engine keeps its container shims' sockets (containerd's
+# default state directory) once it has run a container: the engine's, not a run's.
+ENGINE_RUNTIME_ENTRIES = ("/run/containerd", "/var/run/containerd")
 SYSCTLS = (
     *KUBELET_TUNABLES,
     "net/ipv4/ip_forward",
@@ -69,11 +72,16 @@ def snapshot() -> HostState:
     )
 
 
-def difference(before: HostState, after: HostState) -> dict[str, dict[str, list[str]]]:
-    """Per field, what appeared and what disappeared (empty when nothing changed)."""
+def difference(
+    before: HostState, after: HostState, ignored_entries: tuple[str, ...] = ()
+) -> dict[str, dict[str, list[str]]]:
+    """Per field, what appeared and what disappeared (empty when nothing changed), but
+    for the `ignored_entries` (files or directories under WATCHED_DIRS)."""
     changed = {}
     for field in fields(HostState):
         old, new = set(getattr(before, field.name)), set(getattr(after, field.name))
+        if field.name == "entries":
+            old, new = old - set(ignored_entries), new - set(ignored_entries)
         if old != new:
             changed[field.name] = {"added": sorted(new - old), "removed": sorted(old - new)}
     return changed

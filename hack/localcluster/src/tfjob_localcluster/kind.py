@@ -4,8 +4,8 @@
 project's own, installed and started where the machine allows), gets the node image
 (kindnode.py: the published one, else one assembled here), creates the cluster with the
 pinned kind, and loads the images built by `make images` with `kind load docker-image`.
-`delete()` deletes the cluster and, with the project's own engine, the `kind` network
-kind made in it, and stops that engine. Installing the operator is left to the caller
+`delete()` deletes the cluster and, if this run made it, the `kind` network, and stops the
+engine if it is the project's own. Installing the operator is left to the caller
 (the Helm chart, as users do).
 """
 
@@ -23,6 +23,8 @@ from tfjob_localcluster.binaries import MissingBinaryError, locate
 from tfjob_localcluster.images import ImageStore, MissingImageError
 
 CREATE_TIMEOUT = 900
+#: The Docker network kind puts its nodes on.
+NETWORK = "kind"
 #: The label kind puts on every container of a cluster.
 CLUSTER_LABEL = "io.x-k8s.kind.cluster"
 
@@ -58,6 +60,7 @@ class KindCluster:
         self.store = ImageStore(say=say)
         self.node_image = ""
         self.engine_started = False
+        self.network_existed = True
 
     def start_engine(self) -> None:
         """Finds or starts the Docker engine (installing docker.io where it must); once."""
@@ -78,6 +81,7 @@ class KindCluster:
             self.node_image = kindnode.ensure(self.engine, self.store, self.say)
         except (kindnode.NodeImageError, MissingImageError) as error:
             raise KindError(str(error)) from error
+        self.network_existed = self._network_exists()
         self.say(f"creating kind cluster {self.name} from {self.node_image}")
         self._kind(
             "create", "cluster", "--name", self.name, "--image", self.node_image,
@@ -96,10 +100,10 @@ class KindCluster:
             left = self.containers()
             if left:
                 raise KindError(f"containers of kind cluster {self.name} left: {left}")
-            if self.engine.private:
-                # kind makes the network once and keeps it; in the project's engine, the
-                # run leaves nothing behind.
-                self.engine.docker("network", "rm", "kind", check=False)
+            if not self.network_existed:
+                # kind makes its network once and keeps it: the engine is left as it was
+                # found (the removal fails, harmlessly, while another kind cluster uses it).
+                self.engine.docker("network", "rm", NETWORK, check=False)
         finally:
             self.engine.__exit__(None, None, None)
             self.engine_started = False
@@ -108,6 +112,10 @@ class KindCluster:
         mine = f"label={CLUSTER_LABEL}={self.name}"
         listed = self.engine.docker("ps", "--all", "--filter", mine, "--format", "{{.Names}}")
         return listed.split()
+
+    def _network_exists(self) -> bool:
+        named = f"name=^{NETWORK}$"
+        return bool(self.engine.docker("network", "ls", "--filter", named, "--format", "{{.Name}}"))
 
     def node_exec(self, *argv: str) -> str:
         """Runs a command in the cluster's control-plane node."""
