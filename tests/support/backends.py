@@ -16,7 +16,6 @@ Helm chart installs the operator, which runs as a pod from its image, as users r
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,6 +30,7 @@ from tfjob_localcluster.chart import RELEASE, SELECTOR, install_operator, run_he
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import PROJECT_IMAGES
 from tfjob_localcluster.kind import KindCluster
+from tfjob_localcluster.pytest_plugin import Kubectl
 
 BACKENDS = ("local", "kind")
 RELEASE_NAMESPACE = "tfjob-system"
@@ -59,7 +59,7 @@ class ChartBackend:
 
     def __init__(self, kubeconfig: str) -> None:
         self.kubeconfig = kubeconfig
-        self.kubectl = str(locate("kubectl").kubectl)
+        self.kubectl = Kubectl(locate("kubectl").kubectl, Path(kubeconfig))
         self.api_client: client.ApiClient
 
     def install(self) -> None:
@@ -89,7 +89,7 @@ class ChartBackend:
 
     def _kubectl(self, *args: str, ns: bool = True) -> str:
         scope = ["-n", RELEASE_NAMESPACE] if ns else []
-        return _run(self.kubectl, f"--kubeconfig={self.kubeconfig}", *scope, *args)
+        return self.kubectl(*scope, *args, timeout=600).stdout
 
 
 class LocalBackend(ChartBackend):
@@ -122,9 +122,9 @@ class KindBackend(ChartBackend):
 
     def kill_container(self, namespace: str, pod: str, container: str = "tensorflow") -> None:
         """SIGKILL from the node's containerd: inside the container, PID 1 ignores it."""
-        _node, container_id = self.container_id(namespace, pod, container)
+        node, container_id = self.container_id(namespace, pod, container)
         self.cluster.node_exec(
-            "ctr", "--namespace=k8s.io", "tasks", "kill", "--signal=SIGKILL", container_id
+            node, "ctr", "--namespace=k8s.io", "tasks", "kill", "--signal=SIGKILL", container_id
         )
 
 
@@ -184,13 +184,6 @@ def backend(
     engine_state = () if cluster.cluster.engine.private else hoststate.ENGINE_RUNTIME_ENTRIES
     changed = hoststate.difference(before, hoststate.snapshot(), engine_state)
     assert not changed, f"the kind run changed the host: {changed}"
-
-
-def _run(*argv: str) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stdout}\n{done.stderr}")
-    return done.stdout
 
 
 def _say(message: str) -> None:

@@ -248,7 +248,7 @@ class ImageStore:
         if not official:
             return self.index()["base"] or "none"
         (wanted,) = official
-        if present(engine, wanted) or pull(engine, wanted):
+        if obtainable(engine, wanted):
             return wanted
         self.say(f"{wanted} cannot be pulled (no registry answers): using a base made here")
         rootfs = baseimage.build_rootfs_tar(self.directory / "base", self.say)
@@ -320,11 +320,12 @@ def _tar_image_id(tar: Path) -> str:
     return "sha256:" + config.removeprefix("blobs/sha256/").removesuffix(".json")
 
 
-def present(engine: DockerEngine, reference: str) -> bool:
-    return image_id(engine, reference) is not None
+def obtainable(engine: DockerEngine, reference: str) -> bool:
+    """Whether the engine has the image or can pull it."""
+    return image_id(engine, reference) is not None or _pull(engine, reference)
 
 
-def pull(engine: DockerEngine, reference: str) -> bool:
+def _pull(engine: DockerEngine, reference: str) -> bool:
     try:
         engine.docker("pull", reference, timeout=PULL_TIMEOUT)
     except (RuntimeError, subprocess.TimeoutExpired):

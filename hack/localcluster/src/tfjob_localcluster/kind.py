@@ -117,9 +117,9 @@ class KindCluster:
         named = f"name=^{NETWORK}$"
         return bool(self.engine.docker("network", "ls", "--filter", named, "--format", "{{.Name}}"))
 
-    def node_exec(self, *argv: str) -> str:
-        """Runs a command in the cluster's control-plane node."""
-        return self.engine.docker("exec", f"{self.name}-control-plane", *argv)
+    def node_exec(self, node: str, *argv: str) -> str:
+        """Runs a command in a node of the cluster (kind names its container like it)."""
+        return self.engine.docker("exec", node, *argv)
 
     def _kind(self, *args: str) -> str:
         done = subprocess.run(

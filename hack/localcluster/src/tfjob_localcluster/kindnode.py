@@ -186,7 +186,7 @@ def ensure(engine: DockerEngine, store: images.ImageStore, say: Callable[[str], 
     """The node image to create kind clusters from, in `engine`: the published one if the
     engine has it or can pull it, else this project's (assembled when its inputs changed)."""
     published = read_versions()["KIND_NODE_IMAGE"]
-    if images.present(engine, published) or images.pull(engine, published):
+    if images.obtainable(engine, published):
         return published
     say(f"{published} cannot be pulled: using a node image assembled here ({REFERENCE})")
     preload = preloaded_images(kubeadm_images())
