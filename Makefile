@@ -56,7 +56,7 @@ format: env ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-typecheck: env ## mypy, strict, on the operator and the local cluster
+typecheck: env ## mypy, strict, on the operator, the trainer, the local cluster and the bench
 	$(BIN)/mypy
 
 test: env binaries images lint typecheck ## Everything that runs here: lint, types, unit, integration, e2e
@@ -88,7 +88,7 @@ generated-check: env binaries ## Fail if a generated file (CRD, manifests, examp
 demo: env binaries images ## The main job: local cluster, operator, MWMS and PSS TFJobs trained to completion
 	$(BIN)/python hack/demo.py $(DEMO_ARGS)
 
-bench: env binaries ## Control-plane benchmark: N = 10, 100, 500 TFJobs on kwok nodes against the API server's floor
+bench: env binaries ## Control-plane benchmark: N = 100, 500, 1000 TFJobs on kwok nodes against the API server's floor
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
 e2e-kind: env binaries images ## The e2e scenarios on a kind cluster (the project's node image and Docker engine where the machine has none)

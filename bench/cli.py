@@ -47,7 +47,7 @@ def parser() -> argparse.ArgumentParser:
         description="Control-plane benchmark: N TFJobs through an operator on kwok nodes, "
         "against the same pods and services created directly (the floor).",
     )
-    p.add_argument("--n", default="10,100,500", help="TFJob counts, comma-separated")
+    p.add_argument("--n", default="100,500,1000", help="TFJob counts, comma-separated")
     p.add_argument(
         "--replicas", default=DEFAULT_SHAPE, help=f"replicas per TFJob (default {DEFAULT_SHAPE})"
     )

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import socket
 import sys
 import time
 import urllib.request
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import audit
+from tfjob_localcluster.controlplane import free_port
 from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity
 
 DEFAULT_COMMAND = (
@@ -33,7 +33,7 @@ DEFAULT_READY_URL = "http://127.0.0.1:{health_port}/healthz"
 DEFAULT_METRICS_URL = "http://127.0.0.1:{metrics_port}/metrics"
 WATCHED = ("tfjobs", "pods", "services")
 PLACEHOLDERS = frozenset({"kubeconfig", "health_port", "metrics_port", "python"})
-#: Lines an operator log marks as errors (kopf, Go klog and logr, Python tracebacks).
+#: Lines an operator log marks as errors (Python logging, Go klog and logr, tracebacks).
 ERROR_LINE = re.compile(r"\bERROR\b|^E\d{4} |\"level\":\"error\"|^Traceback", re.IGNORECASE)
 
 
@@ -56,12 +56,6 @@ def check_template(template: str) -> list[str]:
     return words
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @dataclass(frozen=True)
 class OperatorCommand:
     template: str
@@ -80,8 +74,8 @@ class OperatorProcess:
         self.log_path = log_path
         self.values = {
             "kubeconfig": str(kubeconfig),
-            "health_port": str(free_port()),
-            "metrics_port": str(free_port()),
+            "health_port": str(free_port("127.0.0.1")),
+            "metrics_port": str(free_port("127.0.0.1")),
             "python": sys.executable,
         }
         self.argv = [w.format(**self.values) for w in check_template(command.template)]

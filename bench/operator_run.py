@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from bench.settings import Settings
 from bench.shape import job_names, leader_exit_patch, tfjob
 from bench.stats import summarize
 from bench.watching import watching
+from tfjob_operator import timeutil
 
 #: After the operator reports ready, before the first TFJob: its startup's tail settles.
 SETTLE_SECONDS = 1.0
@@ -179,7 +179,7 @@ async def _drive(
 
         def end_leader(name: str) -> Callable[[], Awaitable[None]]:
             async def call() -> None:
-                finished = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                finished = timeutil.to_rfc3339(timeutil.now())
                 patch = leader_exit_patch(progress.leader_pods[name], finished)
                 await driver.request(
                     "PATCH",

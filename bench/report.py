@@ -39,7 +39,7 @@ def machine() -> dict[str, Any]:
 
 def software() -> dict[str, Any]:
     packages: dict[str, str | None] = {}
-    for name in ("kopf", "kubernetes_asyncio", "aiohttp", "tfjob-operator"):
+    for name in ("aiohttp", "tfjob-operator"):
         try:
             packages[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -135,6 +135,6 @@ def header(doc: dict[str, Any]) -> str:
     return (
         f"{doc['started'][:10]}, {m['cpus']} cores ({m['cpu_model']}), {m['memory_gib']} GiB; "
         f"Kubernetes {s['kubernetes']}, etcd {s['etcd']}, kwok {s['kwok']}, "
-        f"kopf {s['python_packages']['kopf']}; shape {shape}; "
+        f"aiohttp {s['python_packages']['aiohttp']}; shape {shape}; "
         f"{doc['settings']['api_version']}; wall time {doc['wall_seconds']:.0f} s"
     )

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tfjob_operator.render import JobRef, render_pod, render_service
+from tfjob_operator.api import JobRef
+from tfjob_operator.render import render_pod, render_service
 from tfjob_operator.spec import InvalidSpec, JobSpec, parse_spec
 
 Obj = dict[str, Any]

@@ -25,9 +25,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from crdgen.render import applied_json_size, render_crd
-from crdgen.structural import SchemaError, StructuralConverter
-from crdgen.tfjob_crd import CRD_NAME, tfjob_crd
+from tfjob_operator.crd.render import applied_json_size, render_crd
+from tfjob_operator.crd.schema import CRD_NAME, tfjob_crd
+from tfjob_operator.crd.structural import SchemaError, StructuralConverter
 
 REPO = Path(__file__).resolve().parent.parent
 CRD_FILE = REPO / "charts" / "tfjob-operator" / "crds" / f"{CRD_NAME}.yaml"

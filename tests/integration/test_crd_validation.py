@@ -14,21 +14,19 @@ import json
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from support.tfjob_manifests import REJECTED, Manifest, Rejected, container, replica, tfjob
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
-IMAGE = "tensorflow/tensorflow:2.21.0"
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
-Manifest = dict[str, Any]
 
 
 def test_crd_fits_client_side_apply(kubectl: Kubectl) -> None:
@@ -37,30 +35,6 @@ def test_crd_fits_client_side_apply(kubectl: Kubectl) -> None:
     applied = kubectl("apply", "--dry-run=server", "-f", str(CRD_FILE), check=False)
     assert applied.returncode == 0, applied.stderr
     assert "customresourcedefinition.apiextensions.k8s.io/tfjobs.tfjob.dev" in applied.stdout
-
-
-def container(name: str = "tensorflow", image: str | None = IMAGE, **fields: Any) -> Manifest:
-    out: Manifest = {"name": name, **fields}
-    if image is not None:
-        out["image"] = image
-    return out
-
-
-def replica(replicas: int | None = None, containers: list[Manifest] | None = None) -> Manifest:
-    spec: Manifest = {"template": {"spec": {"containers": containers or [container()]}}}
-    if replicas is not None:
-        spec["replicas"] = replicas
-    return spec
-
-
-def tfjob(replica_specs: Manifest | None = None, name: str = "job", **spec_fields: Any) -> Manifest:
-    specs = {"Worker": replica(2)} if replica_specs is None else replica_specs
-    return {
-        "apiVersion": "tfjob.dev/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name},
-        "spec": {"tfReplicaSpecs": specs, **spec_fields},
-    }
 
 
 def apply(kubectl: Kubectl, namespace: str, manifest: Manifest) -> subprocess.CompletedProcess[str]:
@@ -72,274 +46,6 @@ def get_tfjob(kubectl: Kubectl, namespace: str, name: str) -> Manifest:
     result = kubectl("get", "tfjob", name, "-n", namespace, "-o", "json")
     loaded: Manifest = json.loads(result.stdout)
     return loaded
-
-
-@dataclass(frozen=True)
-class Rejected:
-    """A TFJob the API server must reject, and fragments its error message must contain."""
-
-    id: str
-    manifest: Manifest
-    expected: tuple[str, ...]
-
-
-TOO_LONG_FOR_WORKER_99 = "a" * 54  # + "-worker-99" = 64 characters
-TOO_LONG_FOR_EVALUATOR_0 = "b" * 53  # + "-evaluator-0" = 65 characters
-UNSUPPORTED_GANG = "is not supported yet: tfjob.dev has no gang-scheduler integration"
-
-REJECTED = [
-    # spec.tfReplicaSpecs
-    Rejected(
-        "no-replica-specs",
-        tfjob({}),
-        (
-            "spec.tfReplicaSpecs: Required value: tfReplicaSpecs must define at least one "
-            "replica type (Chief, Master, PS, Worker, Evaluator)",
-        ),
-    ),
-    Rejected(
-        "unknown-replica-type",
-        tfjob({"Worker": replica(), "Launcher": replica()}),
-        (
-            "spec.tfReplicaSpecs: Invalid value",
-            'unknown replica type(s) ["Launcher"]: tfReplicaSpecs keys must be Chief, Master, '
-            "PS, Worker, Evaluator (case-sensitive)",
-        ),
-    ),
-    Rejected(
-        "lowercase-replica-type",
-        tfjob({"worker": replica()}),
-        ('unknown replica type(s) ["worker"]',),
-    ),
-    Rejected(
-        "chief-and-master",
-        tfjob({"Chief": replica(), "Master": replica(), "Worker": replica()}),
-        (
-            "spec.tfReplicaSpecs: Invalid value",
-            "tfReplicaSpecs cannot have both Chief and Master: Master is the legacy name of "
-            "Chief, use one of them",
-        ),
-    ),
-    Rejected(
-        "two-chiefs",
-        tfjob({"Chief": replica(2)}),
-        (
-            "spec.tfReplicaSpecs.[Chief].replicas",
-            "Chief replicas is 2, it must be 0 or 1: a TensorFlow cluster has at most one chief",
-        ),
-    ),
-    Rejected(
-        "two-masters",
-        tfjob({"Master": replica(2), "Worker": replica()}),
-        ("spec.tfReplicaSpecs.[Master].replicas", "Master replicas is 2, it must be 0 or 1"),
-    ),
-    Rejected(
-        "two-evaluators",
-        tfjob({"Worker": replica(), "Evaluator": replica(2)}),
-        (
-            "spec.tfReplicaSpecs.[Evaluator].replicas",
-            "Evaluator replicas is 2, it must be 0 or 1: a TensorFlow cluster has at most one "
-            "evaluator",
-        ),
-    ),
-    Rejected(
-        "ps-without-worker",
-        tfjob({"Chief": replica(), "PS": replica(2)}),
-        (
-            "spec.tfReplicaSpecs.[PS]",
-            "PS replicas need at least one Worker replica: parameter servers only serve workers",
-        ),
-    ),
-    Rejected(
-        "ps-with-zero-workers",
-        tfjob({"Chief": replica(), "PS": replica(1), "Worker": replica(0)}),
-        ("PS replicas need at least one Worker replica",),
-    ),
-    Rejected(
-        "nothing-decides-success",
-        tfjob({"Worker": replica(0), "Evaluator": replica(1)}),
-        (
-            "spec.tfReplicaSpecs: Invalid value",
-            "at least one Chief, Master or Worker replica is required: the chief (or worker 0 "
-            "when there is no chief) decides when the job succeeds",
-        ),
-    ),
-    # ReplicaSpec
-    Rejected(
-        "negative-replicas",
-        tfjob({"Worker": replica(-1)}),
-        ("spec.tfReplicaSpecs.Worker.replicas: Invalid value: -1", "greater than or equal to 0"),
-    ),
-    Rejected(
-        "unknown-restart-policy",
-        tfjob({"Worker": {**replica(), "restartPolicy": "Sometimes"}}),
-        (
-            'spec.tfReplicaSpecs.Worker.restartPolicy: Unsupported value: "Sometimes"',
-            '"Always", "OnFailure", "Never", "ExitCode"',
-        ),
-    ),
-    Rejected(
-        "missing-template",
-        tfjob({"Worker": {"replicas": 1}}),
-        ("spec.tfReplicaSpecs.Worker.template: Required value",),
-    ),
-    Rejected(
-        "no-tensorflow-container",
-        tfjob({"Worker": replica(containers=[container("trainer")])}),
-        (
-            "spec.tfReplicaSpecs[Worker].template.spec.containers: Required value: "
-            "template.spec.containers must include a container named 'tensorflow': the "
-            "operator sets TF_CONFIG and the TensorFlow port on it",
-        ),
-    ),
-    Rejected(
-        "template-without-spec",
-        tfjob({"Worker": {"template": {"metadata": {"labels": {"a": "b"}}}}}),
-        ("spec.tfReplicaSpecs[Worker].template.spec.containers: Required value",),
-    ),
-    Rejected(
-        "tensorflow-container-without-image",
-        tfjob({"Worker": replica(containers=[container(image=None)])}),
-        (
-            "spec.tfReplicaSpecs[Worker].template.spec.containers: Required value: every "
-            "container of the template needs a non-empty image",
-        ),
-    ),
-    Rejected(
-        "tensorflow-container-empty-image",
-        tfjob({"Chief": replica(containers=[container(image="")])}),
-        ("spec.tfReplicaSpecs[Chief].template.spec.containers: Required value: every container",),
-    ),
-    Rejected(
-        "sidecar-without-image",
-        tfjob({"Worker": replica(containers=[container(), container("sidecar", image=None)])}),
-        ("every container of the template needs a non-empty image",),
-    ),
-    # Pod template: the full PodTemplateSpec schema of Kubernetes v1.34
-    Rejected(
-        "template-typo-resourceas",
-        tfjob({"Worker": replica(containers=[container(resourceas={"limits": {"cpu": "1"}})])}),
-        ('unknown field "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resourceas"',),
-    ),
-    Rejected(
-        "template-typo-in-pod-spec",
-        tfjob(
-            {"Worker": {"template": {"spec": {"containers": [container()], "nodeSelektor": {}}}}}
-        ),
-        ('unknown field "spec.tfReplicaSpecs.Worker.template.spec.nodeSelektor"',),
-    ),
-    Rejected(
-        "template-bad-quantity",
-        tfjob({"Worker": replica(containers=[container(resources={"limits": {"memory": "2Gb"}})])}),
-        (
-            "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.limits.memory: "
-            'Invalid value: "2Gb"',
-            "should match",
-        ),
-    ),
-    Rejected(
-        "template-wrong-type",
-        tfjob({"Worker": replica(containers=[container(ports=[{"containerPort": "http"}])])}),
-        ("spec.tfReplicaSpecs.Worker.template.spec.containers[0].ports[0].containerPort",),
-    ),
-    # metadata.name
-    Rejected(
-        "name-too-long-for-worker-99",
-        tfjob({"Worker": replica(100)}, name=TOO_LONG_FOR_WORKER_99),
-        (
-            "metadata.name: Invalid value",
-            "metadata.name is too long: the longest child name <name>-<replica type>-<index> "
-            "would have 64 characters, more than the DNS-1035 limit of 63; with these replicas "
-            "the name may have at most 53 characters",
-        ),
-    ),
-    Rejected(
-        "name-too-long-for-evaluator-0",
-        tfjob({"Worker": replica(1), "Evaluator": replica(1)}, name=TOO_LONG_FOR_EVALUATOR_0),
-        ("would have 65 characters", "the name may have at most 51 characters"),
-    ),
-    Rejected(
-        "name-starts-with-digit",
-        tfjob(name="1job"),
-        (
-            "metadata.name: Invalid value",
-            "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', "
-            "starting with a letter, no dots): it prefixes the names of the job's pods and "
-            "services",
-        ),
-    ),
-    Rejected("name-with-dot", tfjob(name="mnist.v2"), ("must be a DNS-1035 label",)),
-    # spec.runPolicy
-    *(
-        Rejected(
-            f"scheduling-{field}",
-            tfjob(runPolicy={"schedulingPolicy": {field: value}}),
-            (f"spec.runPolicy.schedulingPolicy.{field}: Forbidden: {field} {UNSUPPORTED_GANG}",),
-        )
-        for field, value in (
-            ("minAvailable", 3),
-            ("queue", "research"),
-            ("minResources", {"cpu": "8"}),
-            ("scheduleTimeoutSeconds", 60),
-        )
-    ),
-    Rejected(
-        "managed-by-kueue",
-        tfjob(runPolicy={"managedBy": "kueue.x-k8s.io/multikueue"}),
-        (
-            "spec.runPolicy.managedBy: Invalid value",
-            "managedBy kueue.x-k8s.io/multikueue is not supported: it must be "
-            "tfjob.dev/tfjob-operator or unset, no other controller manages tfjob.dev TFJobs",
-        ),
-    ),
-    Rejected(
-        "unknown-clean-pod-policy",
-        tfjob(runPolicy={"cleanPodPolicy": "Finished"}),
-        ('spec.runPolicy.cleanPodPolicy: Unsupported value: "Finished"',),
-    ),
-    Rejected(
-        "zero-active-deadline",
-        tfjob(runPolicy={"activeDeadlineSeconds": 0}),
-        ("spec.runPolicy.activeDeadlineSeconds: Invalid value: 0", "greater than or equal to 1"),
-    ),
-    Rejected(
-        "negative-backoff-limit",
-        tfjob(runPolicy={"backoffLimit": -1}),
-        ("spec.runPolicy.backoffLimit: Invalid value: -1",),
-    ),
-    Rejected(
-        "negative-ttl",
-        tfjob(runPolicy={"ttlSecondsAfterFinished": -5}),
-        ("spec.runPolicy.ttlSecondsAfterFinished: Invalid value: -5",),
-    ),
-    Rejected(
-        "run-policy-typo",
-        tfjob(runPolicy={"cleanPodPolcy": "All"}),
-        ('unknown field "spec.runPolicy.cleanPodPolcy"',),
-    ),
-    # the rest of spec
-    Rejected(
-        "unknown-success-policy",
-        tfjob(successPolicy="AnyWorker"),
-        (
-            'spec.successPolicy: Unsupported value: "AnyWorker"',
-            'supported values: "", "AllWorkers"',
-        ),
-    ),
-    Rejected(
-        "dynamic-worker",
-        tfjob(enableDynamicWorker=True),
-        (
-            "spec.enableDynamicWorker: Forbidden: enableDynamicWorker is not supported yet: "
-            "every replica gets the full cluster in TF_CONFIG",
-        ),
-    ),
-    Rejected(
-        "no-spec",
-        {"apiVersion": "tfjob.dev/v1", "kind": "TFJob", "metadata": {"name": "job"}},
-        ("spec: Required value",),
-    ),
-]
 
 
 @pytest.mark.usefixtures("tfjob_crd")

@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tfjob_localcluster.controlplane import free_port
 
 
 class OperatorProcess:
@@ -25,8 +20,8 @@ class OperatorProcess:
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.extra_args = extra_args
-        self.health_port = free_port()
-        self.metrics_port = free_port()
+        self.health_port = free_port("127.0.0.1")
+        self.metrics_port = free_port("127.0.0.1")
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 import yaml
 
+from tfjob_operator.crd import render, structural
+
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hack"))
 gen_crd = importlib.import_module("gen_crd")
-structural = importlib.import_module("crdgen.structural")
-render = importlib.import_module("crdgen.render")
 
 REF = structural.REF_PREFIX
 

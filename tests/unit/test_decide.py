@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from tfjob_operator.api import JobRef
 from tfjob_operator.decide import Plan, decide
-from tfjob_operator.render import JobRef
 
 from .tfjobs import NOW, job_view, pod, replica_spec, services
 
@@ -84,6 +84,24 @@ def test_chief_success_completes_and_cleans_running_pods() -> None:
     assert sorted(d.name for d in plan.delete_services) == deleted(plan)
     assert [e.reason for e in plan.events] == ["TFJobSucceeded"]
     assert plan.create_pods == []
+
+
+def test_counts_are_those_the_decision_leads_to() -> None:
+    """Pods it creates count as active and pods it deletes do not: once the watch shows
+    them come and go, the status is already right and is not written again."""
+    new = run(PSS, [])
+    assert new.status["activeReplicas"] == 4
+    status = settle(PSS, [pod(PSS, k) for k in ALL_PSS])
+    pods = [pod(PSS, "chief-0", "Succeeded", exit_code=0)] + [
+        pod(PSS, k) for k in ("worker-0", "worker-1", "ps-0")
+    ]
+    finished = run(PSS, pods, status)
+    assert finished.status["activeReplicas"] == 0
+    assert all(d.collectable for d in finished.delete_pods + finished.delete_services)
+    terminating = [pods[0]] + [
+        pod(PSS, k, terminating=True) for k in ("worker-0", "worker-1", "ps-0")
+    ]
+    assert run(PSS, terminating, finished.status).status is None
 
 
 def test_worker_zero_decides_success_without_chief() -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tfjob_operator.api import RestartPolicy
-from tfjob_operator.decide import is_retryable
 from tfjob_operator.observe import Failure, observe_pod
 
 pytestmark = pytest.mark.unit
@@ -57,20 +55,3 @@ def test_image_pull_error_is_the_pending_reason() -> None:
     main = {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}}
     observed = observe_pod(body("Pending", main))
     assert (observed.pending_reason, observed.pending_message) == ("ImagePullBackOff", "not found")
-
-
-@pytest.mark.parametrize(
-    ("policy", "code", "retryable"),
-    [
-        (RestartPolicy.EXIT_CODE, 1, False),
-        (RestartPolicy.EXIT_CODE, 127, False),
-        (RestartPolicy.EXIT_CODE, 42, True),
-        (RestartPolicy.EXIT_CODE, 128, True),
-        (RestartPolicy.EXIT_CODE, 143, True),
-        (RestartPolicy.NEVER, 137, False),
-        (RestartPolicy.ON_FAILURE, 137, False),
-    ],
-)
-def test_retryable_exit_codes(policy: RestartPolicy, code: int, retryable: bool) -> None:
-    assert is_retryable(policy, Failure(code, "Error", "", disrupted=False)) is retryable
-    assert is_retryable(policy, Failure(None, "Evicted", "", disrupted=True))

@@ -55,7 +55,7 @@ def test_defaults_match_the_crd() -> None:
                     "Worker": {"template": {"spec": {"containers": [{"name": "tensorflow"}]}}}
                 }
             },
-            "container 'tensorflow' needs an image",
+            "every container needs a non-empty image (tensorflow has none)",
         ),
         (
             {"tfReplicaSpecs": {"Worker": replica_spec()}, "enableDynamicWorker": True},

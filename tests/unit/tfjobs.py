@@ -6,9 +6,10 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
+from tfjob_operator.api import JobRef
 from tfjob_operator.decide import JobView
 from tfjob_operator.observe import PodObservation, observe_pod, observe_service
-from tfjob_operator.render import JobRef, render_pod, render_service
+from tfjob_operator.render import render_pod, render_service
 from tfjob_operator.spec import Replica, parse_spec
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
@@ -29,7 +30,7 @@ def replica_spec(replicas: int = 1, policy: str | None = None, **container: Any)
 def job_view(
     spec: dict[str, Any], status: dict[str, Any] | None = None, *, deleting: bool = False
 ) -> JobView:
-    return JobView(JOB, 1, deleting, spec, status or {})
+    return JobView(JOB, "1", 1, deleting, spec, status or {})
 
 
 def replica(key: str) -> Replica:

@@ -30,8 +30,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 
 {{/*
 The operator's permissions: exactly the verbs it uses. Watches need list and watch;
-children are created and deleted (never updated); the status is merge-patched; finished
-TFJobs are deleted after ttlSecondsAfterFinished; events are created.
+children are created and deleted (never updated), a finished job's in one request per
+kind (deletecollection); the status is merge-patched; finished TFJobs are deleted after
+ttlSecondsAfterFinished; events are created.
 */}}
 {{- define "tfjob-operator.rules" -}}
 - apiGroups: ["tfjob.dev"]
@@ -42,7 +43,7 @@ TFJobs are deleted after ttlSecondsAfterFinished; events are created.
   verbs: ["patch"]
 - apiGroups: [""]
   resources: ["pods", "services"]
-  verbs: ["list", "watch", "create", "delete"]
+  verbs: ["list", "watch", "create", "delete", "deletecollection"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]

@@ -1,5 +1,6 @@
 """Names of the TFJob API and of everything the operator stamps on the objects it creates."""
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
@@ -22,6 +23,10 @@ LABEL_JOB_NAME: Final = "tfjob.dev/job-name"
 LABEL_REPLICA_TYPE: Final = "tfjob.dev/replica-type"
 LABEL_REPLICA_INDEX: Final = "tfjob.dev/replica-index"
 LABEL_JOB_ROLE: Final = "tfjob.dev/job-role"
+#: The uid of the TFJob that owns the child, as Kubernetes' Job controller labels its pods:
+#: a selector on it matches this TFJob's children only, never those of an earlier or later
+#: TFJob of the same name.
+LABEL_CONTROLLER_UID: Final = "tfjob.dev/controller-uid"
 #: How many times the operator has replaced this replica; pods with an older value are stale.
 LABEL_GENERATION: Final = "tfjob.dev/replica-generation"
 #: Digest of the cluster in the pod's TF_CONFIG; a pod rendered for another cluster is stale.
@@ -82,3 +87,12 @@ class ConditionType(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     SUSPENDED = "Suspended"
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """Identity of a TFJob object: its children are owned by this uid."""
+
+    namespace: str
+    name: str
+    uid: str

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
+import logging
 import shlex
 import sys
 from collections.abc import Sequence
@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=32,
         help="most concurrent write requests to the API server",
     )
-    run.add_argument("--verbose", action="store_true", help="log every reconcile and watch event")
+    run.add_argument("--verbose", action="store_true", help="debug logging")
 
     render = commands.add_parser(
         "render", help="print the pods and services the controller would create for a TFJob"
@@ -88,16 +88,18 @@ def _run(args: argparse.Namespace) -> int:
     # Imported here so that `render` works without the controller's dependencies loaded.
     from .operator_main import run_operator
 
-    if args.kubeconfig:
-        os.environ["KUBECONFIG"] = args.kubeconfig
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     asyncio.run(
         run_operator(
+            kubeconfig=args.kubeconfig,
             namespaces=args.namespace,
             cluster_domain=args.cluster_domain,
             health_port=args.health_port,
             metrics_port=args.metrics_port,
             max_in_flight=args.max_in_flight,
-            verbose=args.verbose,
         )
     )
     return 0

@@ -1,10 +1,13 @@
 """Runs `decide` for each TFJob whenever the job or one of its children changes.
 
-kopf watches TFJobs, pods and services and keeps them in indexes (watch caches); kopf
-fills every index from a full listing before any handler runs, so after a restart the
-operator knows every child that exists before it creates one. Every watch event only wakes
-the job's worker: one asyncio task per TFJob that reconciles from the indexes, one reconcile
-at a time, so a burst of pod events costs one reconcile, not one per event.
+The watch caches (watchcache.py) hold every TFJob, pod and service the operator manages;
+the controller starts only once each has been filled from a full listing, so after a
+restart the operator knows every child that exists before it creates one. A change only
+wakes the job's worker: one asyncio task per TFJob that reconciles from the caches, one
+reconcile at a time, so a burst of pod events costs one reconcile, not one per event.
+
+Everything the controller does to the cluster goes through `Writes`, and every moment it
+reads comes from `Clock`: tests drive it with fakes of both.
 """
 
 from __future__ import annotations
@@ -14,40 +17,72 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
-
-import kopf
+from datetime import datetime
+from typing import Any, Final, Protocol
 
 from . import timeutil
-from .api import GROUP, LABEL_JOB_NAME, PLURAL, VERSION
-from .decide import NORMAL, WARNING, JobView, Plan, decide
-from .kube import ApiError, Kube
+from .decide import Deletion, JobView, Plan, decide
+from .events import NORMAL, WARNING, Event, event_object
+from .kube import ApiError
 from .mergepatch import merge_patch
 from .metrics import Metrics
-from .observe import observe_pod, observe_service
+from .observe import PodObservation, ServiceObservation
+from .watchcache import JobKey, Store
 
 logger = logging.getLogger(__name__)
 
-JobKey = tuple[str, str]
 #: A status write lost to a newer version of the TFJob: decide again shortly, from the
 #: newer object (its watch event normally arrives first and wakes the worker anyway).
 CONFLICT_RETRY_SECONDS: Final = 0.5
 MAX_ERROR_BACKOFF_SECONDS: Final = 60.0
 EXPECTATION_TTL_SECONDS: Final = 30.0
-_UNREAD_METADATA: Final = frozenset({"managedFields", "annotations"})
+#: A collection delete names every child it must keep in its field selector; past this
+#: many, the children are deleted one by one instead.
+MAX_KEPT_IN_COLLECTION_DELETE: Final = 50
+#: Progress (see status.py) waits at most this long, so that one write carries the pod
+#: counts and conditions of a busy second instead of one write per watch event.
+PROGRESS_WRITE_DELAY_SECONDS: Final = 2.0
+
+
+class Writes(Protocol):
+    async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
+    async def create_service(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
+    async def delete_pod(self, namespace: str, name: str, uid: str) -> bool: ...
+    async def delete_service(self, namespace: str, name: str, uid: str) -> bool: ...
+    async def delete_collection(
+        self, namespace: str, plural: str, job_uid: str, keep: Collection[str]
+    ) -> list[tuple[str, str]]: ...
+    async def delete_job(self, namespace: str, name: str, uid: str) -> bool: ...
+    async def patch_status(
+        self, namespace: str, name: str, resource_version: str, patch: Mapping[str, Any]
+    ) -> str | None: ...
+    async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None: ...
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+    def monotonic(self) -> float: ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return timeutil.now()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
 
 
 @dataclass(frozen=True)
-class Indexes:
-    jobs: Mapping[JobKey, Iterable[kopf.Body]]
-    pods: Mapping[JobKey, Iterable[Any]]
-    services: Mapping[JobKey, Iterable[Any]]
+class Caches:
+    jobs: Store[JobView]
+    pods: Store[PodObservation]
+    services: Store[ServiceObservation]
 
 
 @dataclass
-class _Expectations:
+class Expectations:
     """Writes of this operator that the watch cache has not shown yet.
 
     Without them, a reconcile woken before the cache catches up would repeat a create
@@ -64,6 +99,34 @@ class _Expectations:
     #: resourceVersion of the TFJob our last status write replaced.
     replaced_version: str | None = None
 
+    def skip_pending(
+        self,
+        plan: Plan,
+        pods: Iterable[PodObservation],
+        services: Iterable[ServiceObservation],
+        now: float,
+    ) -> None:
+        """Forgets what the cache now shows (or what lapsed) and drops writes in flight."""
+        lapsed = now - EXPECTATION_TTL_SECONDS
+        for created, seen in (
+            (self.created_pods, {p.name for p in pods}),
+            (self.created_services, {s.name for s in services}),
+        ):
+            for name in [n for n, at in created.items() if n in seen or at < lapsed]:
+                del created[name]
+        self.deleted_pods &= {p.uid for p in pods if not p.terminating}
+        self.deleted_services &= {s.uid for s in services}
+        plan.create_pods = [
+            p for p in plan.create_pods if p["metadata"]["name"] not in self.created_pods
+        ]
+        plan.create_services = [
+            s for s in plan.create_services if s["metadata"]["name"] not in self.created_services
+        ]
+        plan.delete_pods = [d for d in plan.delete_pods if d.uid not in self.deleted_pods]
+        plan.delete_services = [
+            d for d in plan.delete_services if d.uid not in self.deleted_services
+        ]
+
 
 class _Gone:
     """The TFJob is no longer in the cache: its worker stops."""
@@ -73,17 +136,29 @@ GONE: Final = _Gone()
 
 
 class Controller:
-    def __init__(self, kube: Kube, metrics: Metrics, cluster_domain: str | None) -> None:
-        self.kube = kube
+    def __init__(
+        self,
+        writes: Writes,
+        caches: Caches,
+        metrics: Metrics,
+        cluster_domain: str | None,
+        clock: Clock | None = None,
+        instance: str = "tfjob-operator",
+    ) -> None:
+        self.writes = writes
+        self.caches = caches
         self.metrics = metrics
         self.cluster_domain = cluster_domain
-        self.indexes: Indexes | None = None
+        self.clock = clock or SystemClock()
+        self.instance = instance
         self._workers: dict[JobKey, _JobWorker] = {}
-        self._expected: dict[JobKey, _Expectations] = {}
+        self._expected: dict[JobKey, Expectations] = {}
+        #: When a job's oldest progress not yet written was decided (monotonic).
+        self._progress_since: dict[JobKey, float] = {}
+        self._background: set[asyncio.Task[None]] = set()
 
-    def notify(self, key: JobKey, indexes: Indexes) -> None:
+    def notify(self, key: JobKey) -> None:
         """Something about job `key` changed: make sure it is reconciled soon."""
-        self.indexes = indexes
         worker = self._workers.get(key)
         if worker is None:
             worker = self._workers[key] = _JobWorker(key, self)
@@ -95,85 +170,140 @@ class Controller:
         for worker in workers:
             worker.task.cancel()
         await asyncio.gather(*(w.task for w in workers), return_exceptions=True)
+        await asyncio.gather(*self._background, return_exceptions=True)
 
     async def reconcile(self, key: JobKey) -> float | _Gone | None:
         """One reconcile of one job; returns when to look again without an event."""
-        assert self.indexes is not None
-        body = next(iter(self.indexes.jobs.get(key, ())), None)
-        if body is None:
+        job = next(iter(self.caches.jobs.get(key)), None)
+        if job is None:
             # No await between the lookup and the removal: a notify for a job that has just
             # come back finds no worker and starts a new one.
             self._workers.pop(key, None)
             self._expected.pop(key, None)
+            self._progress_since.pop(key, None)
             self.metrics.job_state(key, None)
             return GONE
-        resource_version = body["metadata"]["resourceVersion"]
-        expected = self._expected.setdefault(key, _Expectations())
-        if expected.replaced_version == resource_version:
+        expected = self._expected.setdefault(key, Expectations())
+        if expected.replaced_version == job.resource_version:
             return CONFLICT_RETRY_SECONDS
         started = time.perf_counter()
-        job = JobView.from_body(body)
-        pods = list(self.indexes.pods.get(key, ()))
-        services = list(self.indexes.services.get(key, ()))
-        plan = decide(job, pods, services, timeutil.now(), self.cluster_domain)
-        _skip_expected(plan, expected, pods, services)
+        pods = self.caches.pods.get(key)
+        services = self.caches.services.get(key)
+        plan = decide(job, pods, services, self.clock.now(), self.cluster_domain)
+        expected.skip_pending(plan, pods, services, self.clock.monotonic())
+        self._hold_back_progress(key, plan)
         if plan.status is not None:
-            written = await self.kube.patch_status(
+            written = await self.writes.patch_status(
                 job.ref.namespace,
                 job.ref.name,
-                resource_version,
+                job.resource_version,
                 merge_patch(job.status, plan.status),
             )
             if written is None:
                 return CONFLICT_RETRY_SECONDS
             # A write that changed nothing keeps the version: the cache is not behind then.
-            expected.replaced_version = resource_version if written != resource_version else None
+            expected.replaced_version = (
+                job.resource_version if written != job.resource_version else None
+            )
+            self._progress_since.pop(key, None)
             self.metrics.job_state(key, plan.status["state"])
-            if any(e.reason == "TFJobRestarting" for e in plan.events):
-                self.metrics.restarts.inc()
+            self.metrics.restarts.inc(plan.restarts)
         else:
             self.metrics.job_state(key, job.status.get("state") or "Created")
         for event in plan.events:
-            kopf.event(body, type=event.type, reason=event.reason, message=event.message)
-        await self._apply_children(body, job, plan, expected)
-        if plan.delete_job and await self.kube.delete_job(
+            self._record(job, event)
+        known = {
+            "pod": {p.name for p in pods} | set(expected.created_pods),
+            "service": {s.name for s in services} | set(expected.created_services),
+        }
+        await self._apply_children(job, plan, expected, known)
+        if plan.delete_job and await self.writes.delete_job(
             job.ref.namespace, job.ref.name, job.ref.uid
         ):
-            kopf.event(
-                body,
-                type=NORMAL,
-                reason="TTLExpired",
-                message="Deleted the finished TFJob after ttlSecondsAfterFinished",
+            self._record(
+                job,
+                Event(
+                    NORMAL, "TTLExpired", "Deleted the finished TFJob after ttlSecondsAfterFinished"
+                ),
             )
         self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
         return plan.requeue_after
 
+    def _hold_back_progress(self, key: JobKey, plan: Plan) -> None:
+        """Drops a status that only reports progress until it has waited its delay."""
+        if plan.status is None:
+            self._progress_since.pop(key, None)
+            return
+        if plan.status_is_decision:
+            return
+        now = self.clock.monotonic()
+        wait = self._progress_since.setdefault(key, now) + PROGRESS_WRITE_DELAY_SECONDS - now
+        if wait > 0:
+            plan.status = None
+            plan.requeue_after = (
+                wait if plan.requeue_after is None else min(plan.requeue_after, wait)
+            )
+
+    def _record(self, job: JobView, event: Event) -> None:
+        """Posts an event without waiting for it: events never hold up a decision."""
+        body = event_object(job.ref, job.resource_version, event, self.clock.now(), self.instance)
+        task = asyncio.create_task(self._post_event(job.ref.namespace, body))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _post_event(self, namespace: str, body: Mapping[str, Any]) -> None:
+        try:
+            await self.writes.create_event(namespace, body)
+        except Exception as error:  # an event lost is logged, never retried
+            logger.warning("could not record event %s: %s", body["reason"], error)
+
     async def _apply_children(
-        self, body: kopf.Body, job: JobView, plan: Plan, expected: _Expectations
+        self,
+        job: JobView,
+        plan: Plan,
+        expected: Expectations,
+        known: Mapping[str, Collection[str]],
     ) -> None:
         """Creates and deletes children concurrently; one event per kind of action.
 
         Events name every child an action touched rather than one event per child: a
         job of a hundred workers gets a readable `kubectl describe`, and the API server
-        half the requests.
+        half the requests. `known` holds the names of the job's pods and services the
+        operator knows of, which a collection delete must keep unless it deletes them.
         """
         namespace = job.ref.namespace
         done: dict[tuple[str, str], list[str]] = defaultdict(list)
 
-        async def delete_pod(name: str, uid: str, why: str) -> None:
-            expected.deleted_pods.add(uid)
-            if await self.kube.delete_pod(namespace, name, uid):
+        def deleted(kind: str, name: str, why: str) -> None:
+            if kind == "pod":
                 self.metrics.pods_deleted.inc()
-                done[("SuccessfulDeletePod", f"Deleted pods {{}}: {why}")].append(name)
+            done[(f"SuccessfulDelete{kind.title()}", f"Deleted {kind}s {{}}: {why}")].append(name)
 
-        async def delete_service(name: str, uid: str, why: str) -> None:
-            expected.deleted_services.add(uid)
-            if await self.kube.delete_service(namespace, name, uid):
-                done[("SuccessfulDeleteService", f"Deleted services {{}}: {why}")].append(name)
+        async def delete(kind: str, deletion: Deletion) -> None:
+            write = self.writes.delete_pod if kind == "pod" else self.writes.delete_service
+            if await write(namespace, deletion.name, deletion.uid):
+                deleted(kind, deletion.name, deletion.why)
+
+        async def delete_together(kind: str, deletions: Sequence[Deletion]) -> None:
+            names = {d.name for d in deletions}
+            keep = set(known[kind]) - names
+            try:
+                gone = await self.writes.delete_collection(namespace, f"{kind}s", job.ref.uid, keep)
+            except ApiError as error:
+                if error.status not in (403, 405):
+                    raise
+                # An API server or a role without deletecollection: one by one, then.
+                logger.debug("collection delete of %ss refused (%s)", kind, error)
+                await asyncio.gather(*(delete(kind, d) for d in deletions))
+                return
+            pending = expected.deleted_pods if kind == "pod" else expected.deleted_services
+            for name, uid in gone:
+                pending.add(uid)
+                deleted(kind, name, deletions[0].why)
 
         async def create(kind: str, child: Mapping[str, Any]) -> None:
             name = child["metadata"]["name"]
-            write = self.kube.create_pod if kind == "pod" else self.kube.create_service
+            write = self.writes.create_pod if kind == "pod" else self.writes.create_service
             try:
                 created = await write(namespace, child)
             except ApiError as error:
@@ -182,13 +312,10 @@ class Controller:
                     # namespace's deletion removes the job, which ends its worker.
                     logger.debug("not creating %s %s/%s: %s", kind, namespace, name, error)
                     return
-                kopf.event(
-                    body, type=WARNING, reason=f"FailedCreate{kind.title()}", message=str(error)
-                )
+                self._record(job, Event(WARNING, f"FailedCreate{kind.title()}", str(error)))
                 raise
-            (expected.created_pods if kind == "pod" else expected.created_services)[name] = (
-                time.monotonic()
-            )
+            pending = expected.created_pods if kind == "pod" else expected.created_services
+            pending[name] = self.clock.monotonic()
             if created:
                 counter = (
                     self.metrics.pods_created if kind == "pod" else self.metrics.services_created
@@ -196,47 +323,28 @@ class Controller:
                 counter.inc()
                 done[(f"SuccessfulCreate{kind.title()}", f"Created {kind}s {{}}")].append(name)
 
-        calls: list[Awaitable[None]] = [
-            *(delete_pod(d.name, d.uid, d.why) for d in plan.delete_pods),
-            *(delete_service(d.name, d.uid, d.why) for d in plan.delete_services),
-            *(create("service", s) for s in plan.create_services),
-            *(create("pod", p) for p in plan.create_pods),
-        ]
+        calls: list[Awaitable[None]] = []
+        for kind, deletions in (("pod", plan.delete_pods), ("service", plan.delete_services)):
+            pending = expected.deleted_pods if kind == "pod" else expected.deleted_services
+            pending.update(d.uid for d in deletions)
+            together = [d for d in deletions if d.collectable]
+            if (
+                len(together) < 2
+                or len(set(known[kind])) - len(together) > MAX_KEPT_IN_COLLECTION_DELETE
+            ):
+                together = []
+            else:
+                calls.append(delete_together(kind, together))
+            calls += [delete(kind, d) for d in deletions if d not in together]
+        calls += [create("service", s) for s in plan.create_services]
+        calls += [create("pod", p) for p in plan.create_pods]
         results = await asyncio.gather(*calls, return_exceptions=True)
         for (reason, template), names in done.items():
             message = template.format(", ".join(sorted(names)))
-            kopf.event(body, type=NORMAL, reason=reason, message=message)
+            self._record(job, Event(NORMAL, reason, message))
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             raise errors[0]
-
-
-def _skip_expected(
-    plan: Plan,
-    expected: _Expectations,
-    pods: Iterable[Any],
-    services: Iterable[Any],
-) -> None:
-    """Forgets expectations the cache now shows and drops the writes still in flight."""
-    lapsed = time.monotonic() - EXPECTATION_TTL_SECONDS
-    for created, seen in (
-        (expected.created_pods, {p.name for p in pods}),
-        (expected.created_services, {s.name for s in services}),
-    ):
-        for name in [n for n, at in created.items() if n in seen or at < lapsed]:
-            del created[name]
-    expected.deleted_pods &= {p.uid for p in pods if not p.terminating}
-    expected.deleted_services &= {s.uid for s in services}
-    plan.create_pods = [
-        p for p in plan.create_pods if p["metadata"]["name"] not in expected.created_pods
-    ]
-    plan.delete_pods = [d for d in plan.delete_pods if d.uid not in expected.deleted_pods]
-    plan.delete_services = [
-        d for d in plan.delete_services if d.uid not in expected.deleted_services
-    ]
-    plan.create_services = [
-        s for s in plan.create_services if s["metadata"]["name"] not in expected.created_services
-    ]
 
 
 class _JobWorker:
@@ -265,7 +373,7 @@ class _JobWorker:
                 outcome = await self.controller.reconcile(self.key)
             except Exception:
                 errors += 1
-                delay = min(2.0**errors, MAX_ERROR_BACKOFF_SECONDS)
+                delay = error_backoff(errors)
                 self.controller.metrics.reconcile_errors.inc()
                 logger.exception(
                     "reconcile of tfjob %s/%s failed; retrying in %.0fs", *self.key, delay
@@ -277,71 +385,6 @@ class _JobWorker:
             delay = outcome
 
 
-def register(registry: kopf.OperatorRegistry, controller: Controller) -> None:
-    """Registers the indexes and the watch handlers that wake the job workers."""
-
-    # Handlers are nested here, so kopf's default ids (qualified names) would not be valid
-    # keyword names: the indexes reach handlers as kwargs named by these ids.
-    @kopf.index(GROUP, VERSION, PLURAL, id="tfjob_index", registry=registry)
-    def tfjob_index(
-        body: kopf.Body, namespace: str | None, name: str, **_: Any
-    ) -> dict[JobKey, Any]:
-        # managedFields and annotations such as last-applied-configuration are dropped:
-        # the cache keeps only what decisions and events read.
-        metadata = {k: v for k, v in body.metadata.items() if k not in _UNREAD_METADATA}
-        snapshot = {
-            "apiVersion": body.get("apiVersion"),
-            "kind": body.get("kind"),
-            "metadata": metadata,
-            "spec": dict(body.spec),
-            "status": dict(body.status),
-        }
-        return {(namespace or "", name): kopf.Body(cast(kopf.RawBody, snapshot))}
-
-    @kopf.index(
-        "v1", "pods", labels={LABEL_JOB_NAME: kopf.PRESENT}, id="tfjob_pod_index", registry=registry
-    )
-    def tfjob_pod_index(
-        body: kopf.Body, namespace: str | None, labels: Mapping[str, str], **_: Any
-    ) -> dict[JobKey, Any]:
-        return {(namespace or "", labels[LABEL_JOB_NAME]): observe_pod(body)}
-
-    @kopf.index(
-        "v1",
-        "services",
-        labels={LABEL_JOB_NAME: kopf.PRESENT},
-        id="tfjob_service_index",
-        registry=registry,
-    )
-    def tfjob_service_index(
-        body: kopf.Body, namespace: str | None, labels: Mapping[str, str], **_: Any
-    ) -> dict[JobKey, Any]:
-        return {(namespace or "", labels[LABEL_JOB_NAME]): observe_service(body)}
-
-    def wake(key_of: Callable[..., JobKey]) -> Callable[..., Awaitable[None]]:
-        async def handler(
-            tfjob_index: kopf.Index[JobKey, Any],
-            tfjob_pod_index: kopf.Index[JobKey, Any],
-            tfjob_service_index: kopf.Index[JobKey, Any],
-            **kwargs: Any,
-        ) -> None:
-            indexes = Indexes(tfjob_index, tfjob_pod_index, tfjob_service_index)
-            controller.notify(key_of(**kwargs), indexes)
-
-        return handler
-
-    kopf.on.event(GROUP, VERSION, PLURAL, id="wake_job", registry=registry)(
-        wake(lambda namespace, name, **_: (namespace, name))
-    )
-    for resource in ("pods", "services"):
-        kopf.on.event(
-            "v1",
-            resource,
-            labels={LABEL_JOB_NAME: kopf.PRESENT},
-            id=f"wake_job_of_{resource}",
-            registry=registry,
-        )(wake(lambda namespace, labels, **_: (namespace, labels[LABEL_JOB_NAME])))
-
-    @kopf.on.cleanup(id="stop_workers", registry=registry)
-    async def stop_workers(**_: Any) -> None:
-        await controller.stop()
+def error_backoff(errors: int) -> float:
+    """Seconds before the next try after `errors` failed reconciles in a row."""
+    return min(2.0**errors, MAX_ERROR_BACKOFF_SECONDS)

@@ -22,16 +22,21 @@ from datetime import datetime
 from typing import Any
 
 from . import conditions as cond
-from .api import LABEL_JOB_NAME, LABEL_REPLICA_TYPE, ConditionType, ReplicaType, RestartPolicy
+from . import status as status_of
 from .api import CleanPodPolicy as Clean
+from .api import (
+    ConditionType,
+    JobRef,
+    ReplicaType,
+)
+from .events import NORMAL, WARNING, Event
+from .failure_policy import is_retryable, past_backoff_limit, restart_group
 from .observe import Failure, PodObservation, ServiceObservation
-from .render import JobRef, render_pod, render_service
+from .render import render_pod, render_service
 from .spec import REPLICA_ORDER, InvalidSpec, JobSpec, Replica, parse_spec
-from .tfconfig import cluster_digest, tf_config
+from .success_policy import leader_succeeded
+from .tfconfig import job_configs
 from .timeutil import from_rfc3339, to_rfc3339
-
-NORMAL = "Normal"
-WARNING = "Warning"
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class JobView:
     """The parts of a TFJob object the decision reads."""
 
     ref: JobRef
+    resource_version: str
     generation: int
     deleting: bool
     spec: Mapping[str, Any]
@@ -49,6 +55,7 @@ class JobView:
         metadata = body.get("metadata") or {}
         return cls(
             ref=JobRef(metadata["namespace"], metadata["name"], metadata["uid"]),
+            resource_version=str(metadata.get("resourceVersion") or ""),
             generation=int(metadata.get("generation") or 0),
             deleting=metadata.get("deletionTimestamp") is not None,
             spec=body.get("spec") or {},
@@ -57,17 +64,13 @@ class JobView:
 
 
 @dataclass(frozen=True)
-class Event:
-    type: str
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
 class Deletion:
     name: str
     uid: str
     why: str
+    #: May be deleted together with the job's other collectable children of its kind, by
+    #: one request that selects on the job's uid label (a finished job's clean-up).
+    collectable: bool = False
 
 
 @dataclass
@@ -80,7 +83,13 @@ class Plan:
     events: list[Event] = field(default_factory=list)
     #: Seconds until a deadline or TTL expires, when no watch event may arrive first.
     requeue_after: float | None = None
+    #: ttlSecondsAfterFinished has passed: delete the TFJob.
     delete_job: bool = False
+    #: Restarts of the job this decision counted (written to the status first).
+    restarts: int = 0
+    #: The new status records a decision: written before any child is touched. Otherwise
+    #: it only reports progress, which the controller may write a moment later.
+    status_is_decision: bool = False
 
 
 def decide(
@@ -93,35 +102,6 @@ def decide(
     if job.deleting:
         return Plan()
     return _Decision(job, pods, services, now, cluster_domain).run()
-
-
-def is_retryable(policy: RestartPolicy, failure: Failure) -> bool:
-    """A disruption is always retryable; an exit code only under ExitCode.
-
-    Under ExitCode, 42 (TensorFlow's preemption checkpoint handler, and tfjob-train's code
-    for a lost peer) and codes >= 128 (killed by a signal) are retryable; 1-127 are the
-    user's code failing and would fail again.
-    """
-    if failure.disrupted:
-        return True
-    if policy is not RestartPolicy.EXIT_CODE or failure.exit_code is None:
-        return False
-    return failure.exit_code == 42 or failure.exit_code >= 128
-
-
-def restart_group(spec: JobSpec, failed: Replica) -> set[Replica]:
-    """Which replicas must restart together when `failed` failed retryably.
-
-    Without ps (MultiWorkerMirroredStrategy) a collective group cannot take back a single
-    replacement: chief and workers restart together. With ps, the coordinator takes a
-    worker back, but a lost ps or chief loses the training state: all of them restart.
-    The evaluator only reads checkpoints and restarts alone.
-    """
-    if failed.type is ReplicaType.EVALUATOR:
-        return {failed}
-    if spec.has_ps and failed.type is ReplicaType.WORKER:
-        return {failed}
-    return {r for r in spec.replicas() if r.type is not ReplicaType.EVALUATOR}
 
 
 class _Decision:
@@ -158,6 +138,8 @@ class _Decision:
         self.start_time: str | None = old.get("startTime")
         self.completion_time: str | None = old.get("completionTime")
         self.plan = Plan()
+        #: Replicas whose pods this decision creates.
+        self.creating: list[Replica] = []
 
     # -- flow ---------------------------------------------------------------------------------
 
@@ -188,11 +170,8 @@ class _Decision:
 
     def _reconcile_replicas(self, spec: JobSpec) -> Plan:
         desired = {r.key: r for r in spec.replicas()}
-        configs = {
-            key: tf_config(self.ref.name, self.ref.namespace, spec, r, self.cluster_domain)
-            for key, r in desired.items()
-        }
-        digests = {key: cluster_digest(config) for key, config in configs.items()}
+        self.configs = job_configs(self.ref.name, self.ref.namespace, spec, self.cluster_domain)
+        digests = self.configs.digests
         current: dict[str, PodObservation] = {}
         stale: list[PodObservation] = []
         for pod in self.pods:
@@ -222,7 +201,7 @@ class _Decision:
             if pod.succeeded:
                 self.succeeded.setdefault(desired[key].type.value, set()).add(desired[key].index)
 
-        if self._leader_succeeded(spec):
+        if leader_succeeded(spec, self.succeeded):
             return self._training_finished(spec, current)
 
         failures = [
@@ -256,7 +235,7 @@ class _Decision:
                     pod = current.pop(replica.key)
                     stale.append(pod)
                     self._delete_pod(pod, "the replica is restarting")
-        elif backoff is not None and self.restart_count + in_place > backoff:
+        elif past_backoff_limit(backoff, self.restart_count, in_place):
             self._fail(
                 spec,
                 "BackoffLimitExceeded",
@@ -270,15 +249,6 @@ class _Decision:
         return self._finish(spec)
 
     # -- outcomes -----------------------------------------------------------------------------
-
-    def _leader_succeeded(self, spec: JobSpec) -> bool:
-        leader = spec.leader()
-        if leader is None:
-            return False
-        done = self.succeeded.get(leader.type.value, set())
-        if leader.type is ReplicaType.WORKER and spec.success_policy.value == "AllWorkers":
-            return done >= set(range(spec.replica_specs[ReplicaType.WORKER].replicas))
-        return leader.index in done
 
     def _training_finished(self, spec: JobSpec, current: Mapping[str, PodObservation]) -> Plan:
         """The chief (or worker 0, or all workers) succeeded: the job's result is decided.
@@ -348,7 +318,7 @@ class _Decision:
         group = {r for r in group if r.index not in self.succeeded.get(r.type.value, set())}
         backoff = spec.run_policy.backoff_limit
         cause = ", ".join(f"{replica.key} {failure.describe()}" for replica, failure in failures)
-        if backoff is not None and self.restart_count + 1 + in_place > backoff:
+        if past_backoff_limit(backoff, self.restart_count + 1, in_place):
             self._fail(
                 spec,
                 "BackoffLimitExceeded",
@@ -357,6 +327,7 @@ class _Decision:
             )
             return None
         self.restart_count += 1
+        self.plan.restarts += 1
         for replica in group:
             self.generations[replica.key] = self.generations.get(replica.key, 0) + 1
         for replica_type in {r.type.value for r in group}:
@@ -428,39 +399,54 @@ class _Decision:
                 continue
             if training_blocked and replica.type is not ReplicaType.EVALUATOR:
                 continue
+            self.creating.append(replica)
             self.plan.create_pods.append(
                 render_pod(
-                    self.ref, spec, replica, self.generations.get(key, 0), self.cluster_domain
+                    self.ref,
+                    spec,
+                    replica,
+                    self.generations.get(key, 0),
+                    self.cluster_domain,
+                    self.configs,
                 )
             )
 
     def _clean_up(self, policy: Clean, finished: bool, keep: set[str] | None = None) -> None:
-        """Applies cleanPodPolicy; services go with their pods (all of them under All)."""
+        """Applies cleanPodPolicy; services go with their pods (all of them under All).
+
+        Once the job is finished, its children may go in one request per kind (see
+        `Deletion.collectable`): nothing of a finished job is left to run.
+        """
         if policy is Clean.NONE:
             return
         keep = keep or set()
+        why = f"cleanPodPolicy {policy.value}"
         for pod in self.pods:
             if pod.name in keep or pod.terminating:
                 continue
             if policy is Clean.ALL or pod.active:
-                self._delete_pod(pod, f"cleanPodPolicy {policy.value}")
-                self._delete_service_of(pod.name, f"cleanPodPolicy {policy.value}")
+                self._delete_pod(pod, why, collectable=finished)
+                self._delete_service_of(pod.name, why, collectable=finished)
         if policy is Clean.ALL and finished:
             for service in self.services:
-                self._delete_service(service, "cleanPodPolicy All")
+                self._delete_service(service, why, collectable=True)
 
-    def _delete_pod(self, pod: PodObservation, why: str) -> None:
+    def _delete_pod(self, pod: PodObservation, why: str, collectable: bool = False) -> None:
         if not pod.terminating and all(d.uid != pod.uid for d in self.plan.delete_pods):
-            self.plan.delete_pods.append(Deletion(pod.name, pod.uid, why))
+            collectable = collectable and pod.labelled_uid == self.ref.uid
+            self.plan.delete_pods.append(Deletion(pod.name, pod.uid, why, collectable))
 
-    def _delete_service(self, service: ServiceObservation, why: str) -> None:
+    def _delete_service(
+        self, service: ServiceObservation, why: str, collectable: bool = False
+    ) -> None:
         if all(d.uid != service.uid for d in self.plan.delete_services):
-            self.plan.delete_services.append(Deletion(service.name, service.uid, why))
+            collectable = collectable and service.labelled_uid == self.ref.uid
+            self.plan.delete_services.append(Deletion(service.name, service.uid, why, collectable))
 
-    def _delete_service_of(self, pod_name: str, why: str) -> None:
+    def _delete_service_of(self, pod_name: str, why: str, collectable: bool = False) -> None:
         for service in self.services:
             if service.name == pod_name:
-                self._delete_service(service, why)
+                self._delete_service(service, why, collectable)
 
     # -- status -------------------------------------------------------------------------------
 
@@ -501,31 +487,20 @@ class _Decision:
 
     def _finish(self, spec: JobSpec | None) -> Plan:
         """Builds the status; it goes into the plan only if something in it changed."""
-        replica_statuses: dict[str, Any] = {}
-        types = list(spec.replica_specs) if spec else []
-        totals = {"active": 0, "succeeded": 0, "failed": 0}
-        for replica_type in types:
-            label = replica_type.label
-            pods = [p for p in self.pods if p.replica and p.replica.type is replica_type]
-            done = sorted(self.succeeded.get(replica_type.value, set()))
-            entry: dict[str, Any] = {
-                "active": sum(1 for p in pods if p.active),
-                "succeeded": len(done),
-                "failed": sum(1 for p in pods if p.failure is not None and not p.succeeded),
-                "restarts": self.restarts_by_type.get(replica_type.value, 0),
-                "selector": f"{LABEL_JOB_NAME}={self.ref.name},{LABEL_REPLICA_TYPE}={label}",
-                "succeededIndexes": done,
-            }
-            replica_statuses[replica_type.value] = entry
-            for total in totals:
-                totals[total] += entry[total]
+        replicas = status_of.replica_statuses(
+            self.ref.name,
+            list(spec.replica_specs) if spec else [],
+            self.pods,
+            self.succeeded,
+            self.restarts_by_type,
+            creating=self.creating,
+            deleting={d.uid for d in self.plan.delete_pods},
+        )
         status: dict[str, Any] = {
             "conditions": self.conditions,
             "state": cond.state(self.conditions),
-            "replicaStatuses": replica_statuses,
-            "activeReplicas": totals["active"],
-            "succeededReplicas": totals["succeeded"],
-            "failedReplicas": totals["failed"],
+            "replicaStatuses": replicas,
+            **status_of.totals(replicas),
             "restartCount": self.restart_count,
             "replicaGenerations": self.generations,
             "observedGeneration": self.job.generation,
@@ -538,6 +513,11 @@ class _Decision:
         if status != previous:
             status["lastReconcileTime"] = self.now_text
             self.plan.status = status
+            # An event reports a transition the status records: written with it, or the
+            # next decision, reading the old status, would report it again.
+            self.plan.status_is_decision = bool(self.plan.events) or status_of.records_a_decision(
+                previous, status
+            )
         return self.plan
 
     # -- helpers ------------------------------------------------------------------------------

@@ -1,28 +1,44 @@
-"""The thin layer that writes to the Kubernetes API (kubernetes_asyncio).
+"""The thin layer that talks to the Kubernetes API: HTTP on one aiohttp session.
 
-Responses are read raw (`_preload_content=False`): the controller needs the status code,
-not a deserialized V1Pod, and skipping model deserialization is most of a create's cost.
+Requests carry JSON the operator built as data and answers are read as bytes: the
+controller needs a status code and a few fields, not a client library's models, whose
+import alone costs more memory than a thousand TFJobs.
+
+Writes share `max_in_flight` slots, handed out by priority: a status write (a decision)
+goes ahead of the child creates and deletes that act on it, then a finished job's
+clean-up, then events. A burst of finished jobs then reports every job Succeeded before
+it deletes their pods.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import heapq
+import itertools
 import json
-import os
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+import logging
+from collections.abc import AsyncIterator, Collection, Mapping
+from enum import IntEnum
+from typing import Any, Final
 
-import kopf
-from kubernetes_asyncio import client, config
+import aiohttp
 
-from .api import FIELD_MANAGER, GROUP, PLURAL, VERSION
+from .api import FIELD_MANAGER, GROUP, LABEL_CONTROLLER_UID, PLURAL, VERSION
+from .connection import Connection
 
-_MERGE_PATCH = "application/merge-patch+json"
-NAMESPACE_TERMINATING = "NamespaceTerminating"
+logger = logging.getLogger(__name__)
+
+JSON: Final = "application/json"
+MERGE_PATCH: Final = "application/merge-patch+json"
+NAMESPACE_TERMINATING: Final = "NamespaceTerminating"
+#: The longest a single write may take before it counts as failed.
+WRITE_TIMEOUT_SECONDS: Final = 30.0
+TFJOBS_PATH: Final = f"/apis/{GROUP}/{VERSION}"
 
 
 class ApiError(RuntimeError):
-    """A write the API server refused for a reason the controller cannot handle itself."""
+    """The API server refused a request for a reason the caller cannot handle itself."""
 
     def __init__(self, status: int, what: str, body: bytes) -> None:
         try:
@@ -42,74 +58,203 @@ class ApiError(RuntimeError):
         return self.status == 403 and NAMESPACE_TERMINATING in self.causes
 
 
-async def load_configuration() -> client.Configuration:
-    """In-cluster credentials when running in a pod, else $KUBECONFIG or ~/.kube/config."""
-    configuration = client.Configuration()
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        # Read $KUBECONFIG now: the client library captured it at import time.
-        await config.load_kube_config(
-            config_file=os.environ.get("KUBECONFIG"), client_configuration=configuration
-        )
-    return configuration
+def raise_for(status: int, what: str, payload: bytes) -> None:
+    if not 200 <= status < 300:
+        raise ApiError(status, what, payload)
 
 
-async def kopf_credentials() -> kopf.ConnectionInfo:
-    """The same identity for kopf's watches as for the writes; called again on a 401.
+class Priority(IntEnum):
+    STATUS = 0
+    CHILD = 1
+    CLEANUP = 2
+    EVENT = 3
 
-    Loading again each time picks up a rotated service-account token.
-    """
-    configuration = await load_configuration()
-    header = await configuration.get_api_key_with_prefix("BearerToken")
-    scheme, _, token = (header or "").partition(" ")
-    if not configuration.host:
-        raise kopf.LoginError("the kubeconfig names no API server")
-    return kopf.ConnectionInfo(
-        server=configuration.host,
-        ca_path=configuration.ssl_ca_cert,
-        insecure=not configuration.verify_ssl,
-        scheme=scheme or None,
-        token=token or None,
-        certificate_path=configuration.cert_file,
-        private_key_path=configuration.key_file,
+
+#: Collection deletes (a finished job's clean-up) in flight at most: each makes the API
+#: server delete many objects, and a burst of them would delay the status writes that
+#: report other jobs finished.
+MAX_CLEANUPS_IN_FLIGHT: Final = 4
+
+
+class _Slots:
+    """A semaphore whose waiters are admitted lowest priority first, then in arrival order."""
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._arrivals = itertools.count()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, priority: Priority) -> AsyncIterator[None]:
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+        else:
+            turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            heapq.heappush(self._waiting, (priority, next(self._arrivals), turn))
+            try:
+                await turn
+            except asyncio.CancelledError:
+                if not turn.cancelled():
+                    self._release()
+                raise
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        while self._waiting:
+            _, _, turn = heapq.heappop(self._waiting)
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self._free += 1
+
+
+class Api:
+    """Requests to one API server with the operator's credentials."""
+
+    def __init__(self, connection: Connection, max_in_flight: int = 32) -> None:
+        self.connection = connection
+        self._slots = _Slots(max_in_flight)
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                base_url=self.connection.server,
+                connector=aiohttp.TCPConnector(ssl=self.connection.ssl_context, limit=0),
+                json_serialize=json.dumps,
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Mapping[str, Any] | None = None,
+        params: Mapping[str, str] | None = None,
+        content_type: str = JSON,
+        priority: Priority = Priority.CHILD,
+    ) -> tuple[int, bytes]:
+        """A write: waits for a slot, returns the status code and the raw answer."""
+        data = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
+        async with self._slots.hold(priority):
+            return await self.request(method, path, data=data, params=params, type_=content_type)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        data: bytes | None = None,
+        params: Mapping[str, str] | None = None,
+        type_: str = JSON,
+        limit_seconds: float = WRITE_TIMEOUT_SECONDS,
+    ) -> tuple[int, bytes]:
+        """One request, once more with fresh credentials after a 401."""
+        for attempt in range(2):
+            headers = await self._headers(refresh=attempt > 0, content_type=type_)
+            async with self.session.request(
+                method,
+                path,
+                data=data,
+                params=params,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=limit_seconds),
+            ) as response:
+                payload = await response.read()
+                if response.status != 401 or attempt:
+                    return response.status, payload
+        raise AssertionError("unreachable")
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self, path: str, params: Mapping[str, str], idle_timeout: float
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """A watch: the open response, read line by line by the caller; no write slot."""
+        headers = await self._headers(refresh=False, content_type=JSON)
+        async with self.session.get(
+            path,
+            params=params,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=None, sock_read=idle_timeout),
+        ) as response:
+            if response.status == 401:
+                await self.connection.tokens.header(refresh=True)
+            yield response
+
+    async def _headers(self, refresh: bool, content_type: str) -> dict[str, str]:
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        authorization = await self.connection.tokens.header(refresh=refresh)
+        if authorization:
+            headers["Authorization"] = authorization
+        return headers
+
+
+def collection_path(namespace: str | None, plural: str, group_path: str = "/api/v1") -> str:
+    return (
+        f"{group_path}/namespaces/{namespace}/{plural}" if namespace else f"{group_path}/{plural}"
     )
 
 
 class Kube:
-    """Creates and deletes a TFJob's children and writes its status.
+    """The writes of the controller: children, the TFJob's status, its deletion, events."""
 
-    `max_in_flight` bounds concurrent requests so that a burst of new TFJobs queues here
-    instead of opening hundreds of connections to the API server.
-    """
-
-    def __init__(self, api_client: client.ApiClient, max_in_flight: int = 32) -> None:
-        self.core = client.CoreV1Api(api_client)
-        self.custom = client.CustomObjectsApi(api_client)
-        self._slots = asyncio.Semaphore(max_in_flight)
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self._cleanups = asyncio.Semaphore(MAX_CLEANUPS_IN_FLIGHT)
 
     async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> bool:
         """True if created, False if a pod of that name already exists."""
-        return await self._create(self.core.create_namespaced_pod, namespace, body, "pod")
+        return await self._create(namespace, "pods", body)
 
     async def create_service(self, namespace: str, body: Mapping[str, Any]) -> bool:
-        return await self._create(self.core.create_namespaced_service, namespace, body, "service")
+        return await self._create(namespace, "services", body)
 
     async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
         """True if this call started the deletion; False if the pod was already gone."""
-        return await self._delete(self.core.delete_namespaced_pod, namespace, name, uid, "pod")
+        return await self._delete(collection_path(namespace, "pods"), name, uid, "pod")
 
     async def delete_service(self, namespace: str, name: str, uid: str) -> bool:
-        return await self._delete(
-            self.core.delete_namespaced_service, namespace, name, uid, "service"
-        )
+        return await self._delete(collection_path(namespace, "services"), name, uid, "service")
+
+    async def delete_collection(
+        self, namespace: str, plural: str, job_uid: str, keep: Collection[str]
+    ) -> list[tuple[str, str]]:
+        """Deletes the job's `plural` (by its uid label) except those named in `keep`.
+
+        Returns the name and uid of each object the call deleted.
+        """
+        params = {"labelSelector": f"{LABEL_CONTROLLER_UID}={job_uid}"}
+        if keep:
+            params["fieldSelector"] = ",".join(f"metadata.name!={name}" for name in sorted(keep))
+        async with self._cleanups:
+            status, payload = await self.api.send(
+                "DELETE",
+                collection_path(namespace, plural),
+                body={"propagationPolicy": "Background"},
+                params=params,
+                priority=Priority.CLEANUP,
+            )
+        raise_for(status, f"delete {plural} of tfjob uid {job_uid} in {namespace}", payload)
+        return [
+            (str(item["metadata"]["name"]), str(item["metadata"]["uid"]))
+            for item in json.loads(payload).get("items") or []
+        ]
+
+    async def delete_job(self, namespace: str, name: str, uid: str) -> bool:
+        path = collection_path(namespace, PLURAL, TFJOBS_PATH)
+        return await self._delete(path, name, uid, "tfjob")
 
     async def patch_status(
-        self,
-        namespace: str,
-        name: str,
-        resource_version: str,
-        patch: Mapping[str, Any],
+        self, namespace: str, name: str, resource_version: str, patch: Mapping[str, Any]
     ) -> str | None:
         """Merge-patches the TFJob's status if it is still at `resource_version`.
 
@@ -117,79 +262,47 @@ class Kube:
         the decision was made (HTTP 409) or is gone: the caller decides again from the
         newer object instead of overwriting it.
         """
-        body = {"metadata": {"resourceVersion": resource_version}, "status": patch}
-        status, payload = await self._send(
-            self.custom.patch_namespaced_custom_object_status,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            body,
-            _content_type=_MERGE_PATCH,
-            field_manager=FIELD_MANAGER,
+        status, payload = await self.api.send(
+            "PATCH",
+            f"{collection_path(namespace, PLURAL, TFJOBS_PATH)}/{name}/status",
+            body={"metadata": {"resourceVersion": resource_version}, "status": patch},
+            params={"fieldManager": FIELD_MANAGER},
+            content_type=MERGE_PATCH,
+            priority=Priority.STATUS,
         )
         if status in (404, 409):
             return None
-        _raise_for(status, f"patch status of tfjob {namespace}/{name}", payload)
+        raise_for(status, f"patch status of tfjob {namespace}/{name}", payload)
         return str(json.loads(payload)["metadata"]["resourceVersion"])
 
-    async def delete_job(self, namespace: str, name: str, uid: str) -> bool:
-        status, payload = await self._send(
-            self.custom.delete_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
-            body={"preconditions": {"uid": uid}, "propagationPolicy": "Background"},
+    async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
+        status, payload = await self.api.send(
+            "POST", collection_path(namespace, "events"), body=body, priority=Priority.EVENT
         )
-        if status in (404, 409):
-            return False
-        _raise_for(status, f"delete tfjob {namespace}/{name}", payload)
-        return True
+        raise_for(status, f"create event in {namespace}", payload)
 
-    async def _create(
-        self,
-        call: Callable[..., Awaitable[Any]],
-        namespace: str,
-        body: Mapping[str, Any],
-        kind: str,
-    ) -> bool:
-        status, payload = await self._send(call, namespace, body, field_manager=FIELD_MANAGER)
+    async def _create(self, namespace: str, plural: str, body: Mapping[str, Any]) -> bool:
+        status, payload = await self.api.send(
+            "POST",
+            collection_path(namespace, plural),
+            body=body,
+            params={"fieldManager": FIELD_MANAGER},
+        )
         if status == 409:
             return False
-        _raise_for(status, f"create {kind} {namespace}/{body['metadata']['name']}", payload)
+        kind = plural[:-1]
+        raise_for(status, f"create {kind} {namespace}/{body['metadata']['name']}", payload)
         return True
 
-    async def _delete(
-        self,
-        call: Callable[..., Awaitable[Any]],
-        namespace: str,
-        name: str,
-        uid: str,
-        kind: str,
-    ) -> bool:
-        options = {"preconditions": {"uid": uid}, "propagationPolicy": "Background"}
-        status, payload = await self._send(call, name, namespace, body=options)
+    async def _delete(self, collection: str, name: str, uid: str, kind: str) -> bool:
+        status, payload = await self.api.send(
+            "DELETE",
+            f"{collection}/{name}",
+            body={"preconditions": {"uid": uid}, "propagationPolicy": "Background"},
+        )
         # 404: already gone; 409: the name now belongs to a newer object, which is not ours
         # to delete.
         if status in (404, 409):
             return False
-        _raise_for(status, f"delete {kind} {namespace}/{name}", payload)
+        raise_for(status, f"delete {kind} {collection}/{name}", payload)
         return True
-
-    async def _send(
-        self, call: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any
-    ) -> tuple[int, bytes]:
-        async with self._slots:
-            response = await call(*args, _preload_content=False, **kwargs)
-            try:
-                return int(response.status), await response.read()
-            finally:
-                response.release()
-
-
-def _raise_for(status: int, what: str, payload: bytes) -> None:
-    if not 200 <= status < 300:
-        raise ApiError(status, what, payload)

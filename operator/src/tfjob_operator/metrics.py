@@ -1,8 +1,10 @@
-"""Prometheus metrics of the operator, served on their own port."""
+"""Prometheus metrics of the operator (served by endpoints.py)."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from .api import ConditionType
 
@@ -41,13 +43,22 @@ class Metrics:
             "Reconciles that failed and were retried",
             registry=self.registry,
         )
+        self.watch_restarts = Counter(
+            "tfjob_operator_watch_restarts_total",
+            "Watches reopened: resumed from their version (resume), listed again after 410 "
+            "Gone (relist), or after an error (error)",
+            ["resource", "cause"],
+            registry=self.registry,
+        )
         self._states: dict[tuple[str, str], str] = {}
         for kind in ConditionType:
             self.jobs.labels(kind.value).set(0)
 
-    def serve(self, port: int) -> None:
-        """Serves /metrics from a daemon thread; the event loop never blocks on it."""
-        start_http_server(port, registry=self.registry)
+    def exposition(self) -> bytes:
+        return bytes(generate_latest(self.registry))
+
+    def watch_restarted(self, resource: str) -> Callable[[str], None]:
+        return lambda cause: self.watch_restarts.labels(resource, cause).inc()
 
     def job_state(self, key: tuple[str, str], state: str | None) -> None:
         """Records a job's state; None forgets a deleted job."""

@@ -13,6 +13,7 @@ from typing import Any
 from .api import (
     CONTAINER_NAME,
     LABEL_CLUSTER_DIGEST,
+    LABEL_CONTROLLER_UID,
     LABEL_GENERATION,
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
@@ -49,11 +50,13 @@ class Failure:
         return text
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodObservation:
     name: str
     uid: str
     owner_uid: str | None
+    #: The TFJob uid in the child's labels: "" on children of an older operator.
+    labelled_uid: str
     replica: Replica | None
     generation: int
     cluster_digest: str
@@ -75,11 +78,12 @@ class PodObservation:
         return self.active and self.phase == "Running"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ServiceObservation:
     name: str
     uid: str
     owner_uid: str | None
+    labelled_uid: str
     replica: Replica | None
 
 
@@ -104,6 +108,7 @@ def observe_service(body: Mapping[str, Any]) -> ServiceObservation:
         name=metadata.get("name", ""),
         uid=metadata.get("uid", ""),
         owner_uid=controller_uid(metadata),
+        labelled_uid=(metadata.get("labels") or {}).get(LABEL_CONTROLLER_UID, ""),
         replica=replica_from_labels(metadata.get("labels") or {}),
     )
 
@@ -128,6 +133,7 @@ def observe_pod(body: Mapping[str, Any]) -> PodObservation:
         name=metadata.get("name", ""),
         uid=metadata.get("uid", ""),
         owner_uid=controller_uid(metadata),
+        labelled_uid=labels.get(LABEL_CONTROLLER_UID, ""),
         replica=replica_from_labels(labels),
         generation=int(generation) if generation.isdigit() else 0,
         cluster_digest=labels.get(LABEL_CLUSTER_DIGEST, ""),

@@ -1,71 +1,154 @@
-"""Wires kopf, the API client, metrics and the controller together and runs them."""
+"""Wires the watch caches, the writes, the controller and the HTTP endpoints, and runs them.
+
+Start-up order matters: every cache is filled from a full listing before the first
+reconcile, so no job decides from a partial view of its children. Until then changes are
+only collected; then every job seen is woken once.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import signal
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-import kopf
-from kubernetes_asyncio import client
-
-from .controller import Controller, register
-from .kube import Kube, kopf_credentials, load_configuration
+from .api import LABEL_JOB_NAME, PLURAL
+from .connection import load_connection
+from .controller import Caches, Controller
+from .decide import JobView
+from .endpoints import Endpoints
+from .kube import TFJOBS_PATH, Api, Kube
 from .metrics import Metrics
+from .observe import PodObservation, ServiceObservation, observe_pod, observe_service
+from .watchcache import JobKey, Resource, Store, Watch
 
 logger = logging.getLogger(__name__)
 
 
+def read_job(body: Mapping[str, Any]) -> tuple[str, JobKey, JobView]:
+    job = JobView.from_body(body)
+    return job.ref.uid, (job.ref.namespace, job.ref.name), job
+
+
+def read_pod(body: Mapping[str, Any]) -> tuple[str, JobKey, PodObservation] | None:
+    metadata = body["metadata"]
+    job_name = (metadata.get("labels") or {}).get(LABEL_JOB_NAME)
+    if job_name is None:
+        return None
+    return metadata["uid"], (metadata["namespace"], job_name), observe_pod(body)
+
+
+def read_service(body: Mapping[str, Any]) -> tuple[str, JobKey, ServiceObservation] | None:
+    metadata = body["metadata"]
+    job_name = (metadata.get("labels") or {}).get(LABEL_JOB_NAME)
+    if job_name is None:
+        return None
+    return metadata["uid"], (metadata["namespace"], job_name), observe_service(body)
+
+
+class _StartGate:
+    """Collects the jobs that changed until every cache is synced, then passes them on."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+        self.pending: set[JobKey] | None = set()
+
+    def changed(self, key: JobKey) -> None:
+        if self.pending is None:
+            self.controller.notify(key)
+        else:
+            self.pending.add(key)
+
+    def open(self) -> None:
+        pending, self.pending = self.pending or set(), None
+        for key in sorted(pending):
+            self.controller.notify(key)
+
+
 async def run_operator(
     *,
+    kubeconfig: str | None,
     namespaces: Sequence[str],
     cluster_domain: str | None,
     health_port: int,
     metrics_port: int,
     max_in_flight: int,
-    verbose: bool,
 ) -> None:
-    api_client = client.ApiClient(await load_configuration())
+    connection = load_connection(kubeconfig)
+    api = Api(connection, max_in_flight)
     metrics = Metrics()
-    metrics.serve(metrics_port)
-    controller = Controller(Kube(api_client, max_in_flight), metrics, cluster_domain)
-    registry = kopf.OperatorRegistry()
-    register(registry, controller)
-
-    @kopf.on.startup(registry=registry)
-    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.posting.reporting_component = "tfjob-operator"
-        # Watch only what exists at startup: no list/watch on namespaces and CRDs, so the
-        # operator's RBAC stays at the resources it manages.
-        settings.scanning.disabled = True
-
-    @kopf.on.login(registry=registry)
-    async def login(**_: Any) -> kopf.ConnectionInfo:
-        return await kopf_credentials()
-
-    kopf.configure(verbose=verbose, log_format=kopf.LogFormat.PLAIN)
-    if not verbose:
-        # kopf logs every handler call at INFO: one line per watch event of every pod.
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    scope = f"namespaces {', '.join(namespaces)}" if namespaces else "all namespaces"
+    caches = Caches(jobs=Store(), pods=Store(), services=Store())
+    controller = Controller(
+        Kube(api),
+        caches,
+        metrics,
+        cluster_domain,
+        instance=f"tfjob-operator@{socket.gethostname()}",
+    )
+    gate = _StartGate(controller)
+    scopes: list[str | None] = list(namespaces) or [None]
+    watches: list[Watch[Any]] = []
+    for scope in scopes:
+        watches += [
+            Watch(api, Resource(PLURAL, TFJOBS_PATH), scope, caches.jobs, read_job, gate.changed),
+            Watch(
+                api,
+                Resource("pods", label_selector=LABEL_JOB_NAME),
+                scope,
+                caches.pods,
+                read_pod,
+                gate.changed,
+            ),
+            Watch(
+                api,
+                Resource("services", label_selector=LABEL_JOB_NAME),
+                scope,
+                caches.services,
+                read_service,
+                gate.changed,
+            ),
+        ]
+    for watch in watches:
+        watch.restarted = metrics.watch_restarted(watch.resource.plural)
+    endpoints = Endpoints(metrics, healthy=lambda: gate.pending is None)
+    await endpoints.start(health_port, metrics_port)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    scope_text = f"namespaces {', '.join(namespaces)}" if namespaces else "all namespaces"
     logger.info(
-        "tfjob-operator watching %s; /healthz on :%d, /metrics on :%d",
-        scope,
+        "tfjob-operator watching %s on %s; /healthz on :%d, /metrics on :%d",
+        scope_text,
+        connection.server,
         health_port,
         metrics_port,
     )
+    watching: set[asyncio.Task[Any]] = {
+        asyncio.create_task(w.run(), name=f"watch {w.describe}") for w in watches
+    }
+    stop = asyncio.create_task(stopping.wait())
+    synced = asyncio.create_task(_all_synced(watches))
     try:
-        await kopf.operator(
-            registry=registry,
-            # kopf would derive this from the user name, and an image may run under a uid
-            # with no passwd entry (the chart's 65532 in a slim image).
-            # kopf's Identity is a NewType of str that kopf does not export.
-            identity=f"tfjob-operator@{socket.gethostname()}",  # type: ignore[arg-type]
-            clusterwide=not namespaces,
-            namespaces=list(namespaces),
-            standalone=True,
-            liveness_endpoint=f"http://0.0.0.0:{health_port}/healthz",
-        )
+        done, _ = await asyncio.wait({synced, stop, *watching}, return_when="FIRST_COMPLETED")
+        if done == {synced}:
+            gate.open()
+            logger.info("caches synced: %d TFJobs", len(caches.jobs.keys()))
+            done, _ = await asyncio.wait({stop, *watching}, return_when="FIRST_COMPLETED")
+        for task in done & watching:
+            task.result()  # a watch ended: re-raise what ended it
+        logger.info("stopping")
     finally:
-        await api_client.close()
+        for task in (synced, stop, *watching):
+            task.cancel()
+        await asyncio.gather(synced, stop, *watching, return_exceptions=True)
+        await controller.stop()
+        await endpoints.stop()
+        await api.close()
+
+
+async def _all_synced(watches: Sequence[Watch[Any]]) -> None:
+    for watch in watches:
+        await watch.synced.wait()

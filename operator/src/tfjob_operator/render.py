@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from .api import (
@@ -14,25 +13,18 @@ from .api import (
     GPU_RESOURCE,
     KIND,
     LABEL_CLUSTER_DIGEST,
+    LABEL_CONTROLLER_UID,
     LABEL_GENERATION,
     LABEL_JOB_NAME,
     LABEL_JOB_ROLE,
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
     PORT_NAME,
+    JobRef,
     RestartPolicy,
 )
 from .spec import JobSpec, Replica
-from .tfconfig import cluster_digest, tensorflow_port, tf_config
-
-
-@dataclass(frozen=True)
-class JobRef:
-    """Identity of a TFJob object: its children are owned by this uid."""
-
-    namespace: str
-    name: str
-    uid: str
+from .tfconfig import JobConfigs, job_configs, tensorflow_port
 
 
 def owner_reference(job: JobRef) -> dict[str, Any]:
@@ -55,8 +47,9 @@ def selector_labels(job_name: str, replica: Replica) -> dict[str, str]:
     }
 
 
-def replica_labels(job_name: str, spec: JobSpec, replica: Replica) -> dict[str, str]:
-    labels = selector_labels(job_name, replica)
+def replica_labels(job: JobRef, spec: JobSpec, replica: Replica) -> dict[str, str]:
+    labels = selector_labels(job.name, replica)
+    labels[LABEL_CONTROLLER_UID] = job.uid
     if replica == spec.leader():
         labels[LABEL_JOB_ROLE] = "chief"
     return labels
@@ -73,17 +66,21 @@ def render_pod(
     replica: Replica,
     generation: int,
     cluster_domain: str | None = None,
+    configs: JobConfigs | None = None,
 ) -> dict[str, Any]:
+    """The replica's pod; `configs` are the job's TF_CONFIGs if the caller has them."""
     replica_spec = spec.replica_specs[replica.type]
     template = copy.deepcopy(dict(replica_spec.template))
     metadata = template.get("metadata") or {}
     pod_spec = template.get("spec") or {}
-    config = tf_config(job.name, job.namespace, spec, replica, cluster_domain)
+    if configs is None:
+        configs = job_configs(job.name, job.namespace, spec, cluster_domain)
+    config = configs.configs[replica.key]
     labels = {
         **(metadata.get("labels") or {}),
-        **replica_labels(job.name, spec, replica),
+        **replica_labels(job, spec, replica),
         LABEL_GENERATION: str(generation),
-        LABEL_CLUSTER_DIGEST: cluster_digest(config),
+        LABEL_CLUSTER_DIGEST: configs.digests[replica.key],
     }
     pod_metadata: dict[str, Any] = {
         "name": replica.name(job.name),
@@ -121,7 +118,7 @@ def render_service(job: JobRef, spec: JobSpec, replica: Replica) -> dict[str, An
         "metadata": {
             "name": replica.name(job.name),
             "namespace": job.namespace,
-            "labels": replica_labels(job.name, spec, replica),
+            "labels": replica_labels(job, spec, replica),
             "ownerReferences": [owner_reference(job)],
         },
         "spec": {

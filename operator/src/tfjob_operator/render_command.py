@@ -8,8 +8,8 @@ from typing import Any, TextIO
 
 import yaml
 
-from .api import API_VERSION, KIND
-from .render import JobRef, render_pod, render_service
+from .api import API_VERSION, KIND, JobRef
+from .render import render_pod, render_service
 from .spec import InvalidSpec, parse_spec
 
 #: Stands in for the uid the API server assigns when the TFJob is created.

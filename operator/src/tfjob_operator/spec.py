@@ -32,7 +32,8 @@ REPLICA_ORDER = (
     ReplicaType.PS,
     ReplicaType.EVALUATOR,
 )
-_UNSUPPORTED_SCHEDULING = ("minAvailable", "queue", "minResources", "scheduleTimeoutSeconds")
+#: Kubeflow's gang-scheduling fields: declared in the CRD for compatibility, rejected.
+UNSUPPORTED_SCHEDULING_FIELDS = ("minAvailable", "queue", "minResources", "scheduleTimeoutSeconds")
 
 
 class InvalidSpec(ValueError):
@@ -189,8 +190,12 @@ def _parse_replica_spec(
         main = next((c for c in containers if c.get("name") == CONTAINER_NAME), None)
         if main is None:
             errors.append(f"{path}.template.spec.containers: needs a container named 'tensorflow'")
-        elif not main.get("image"):
-            errors.append(f"{path}.template.spec.containers: container 'tensorflow' needs an image")
+        unnamed = [str(c.get("name")) for c in containers if not c.get("image")]
+        if unnamed:
+            errors.append(
+                f"{path}.template.spec.containers: every container needs a non-empty image "
+                f"({', '.join(unnamed)} has none)"
+            )
     if errors:
         return None, errors
     assert isinstance(template, Mapping)
@@ -204,7 +209,8 @@ def _topology_errors(specs: Mapping[ReplicaType, ReplicaSpec]) -> list[str]:
     for chief in (ReplicaType.CHIEF, ReplicaType.MASTER, ReplicaType.EVALUATOR):
         if chief in specs and specs[chief].replicas > 1:
             errors.append(f"spec.tfReplicaSpecs.{chief.value}.replicas: must be at most 1")
-    if ReplicaType.PS in specs and ReplicaType.WORKER not in specs:
+    workers = specs[ReplicaType.WORKER].replicas if ReplicaType.WORKER in specs else 0
+    if ReplicaType.PS in specs and specs[ReplicaType.PS].replicas > 0 and workers == 0:
         errors.append("spec.tfReplicaSpecs: PS needs Worker replicas to train")
     deciding = sum(specs[t].replicas for t in specs if t.is_chief or t is ReplicaType.WORKER)
     if specs and deciding == 0:
@@ -235,7 +241,7 @@ def _parse_run_policy(raw: Mapping[str, Any]) -> tuple[RunPolicy, list[str]]:
             value = None
         numbers[field] = value
     scheduling = raw.get("schedulingPolicy") or {}
-    for field in _UNSUPPORTED_SCHEDULING:
+    for field in UNSUPPORTED_SCHEDULING_FIELDS:
         if scheduling.get(field) is not None:
             errors.append(
                 f"spec.runPolicy.schedulingPolicy.{field}: is not supported yet: "

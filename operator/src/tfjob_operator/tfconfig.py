@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .api import CONTAINER_NAME, DEFAULT_PORT, PORT_NAME, ReplicaType
@@ -84,3 +85,31 @@ def cluster_digest(config: Mapping[str, Any] | None) -> str:
     cluster = config["cluster"] if config else {}
     encoded = json.dumps(cluster, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(encoded).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class JobConfigs:
+    """TF_CONFIG and its cluster digest for every replica of a job, by replica key."""
+
+    configs: dict[str, dict[str, Any] | None]
+    digests: dict[str, str]
+
+
+def job_configs(
+    job_name: str, namespace: str, spec: JobSpec, cluster_domain: str | None
+) -> JobConfigs:
+    """What `tf_config` and `cluster_digest` give for each replica, rendering the training
+    cluster and its digest once instead of once per replica."""
+    configs: dict[str, dict[str, Any] | None] = {}
+    digests: dict[str, str] = {}
+    cluster = training_cluster(job_name, namespace, spec, cluster_domain)
+    training_digest = cluster_digest({"cluster": cluster})
+    for replica in spec.replicas():
+        if spec.total_replicas <= 1 or replica.type is ReplicaType.EVALUATOR:
+            config = tf_config(job_name, namespace, spec, replica, cluster_domain)
+            configs[replica.key], digests[replica.key] = config, cluster_digest(config)
+        else:
+            task = {"type": replica.type.tf_task_type, "index": replica.index}
+            configs[replica.key] = {"cluster": cluster, "task": task, "environment": "cloud"}
+            digests[replica.key] = training_digest
+    return JobConfigs(configs, digests)

@@ -7,24 +7,21 @@ map of replica types is bounded to five keys), not at the root.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
+
+from ..api import CONTAINER_NAME as TENSORFLOW_CONTAINER
+from ..api import MANAGED_BY, ReplicaType
+from ..spec import DNS_1035, MAX_CHILD_NAME, UNSUPPORTED_SCHEDULING_FIELDS
 
 Rule = dict[str, Any]
 
-REPLICA_TYPES = ("Chief", "Master", "PS", "Worker", "Evaluator")
-# Replica types that can decide success: the chief (Master is its legacy name) or worker 0.
-SUCCESS_DECIDING_TYPES = ("Chief", "Master", "Worker")
-TENSORFLOW_CONTAINER = "tensorflow"
-MANAGED_BY = "tfjob.dev/tfjob-operator"
-# A Service name is a DNS-1035 label (RFC 1035): at most 63 characters.
-DNS1035_MAX_LENGTH = 63
-DNS1035_LABEL = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
-UNSUPPORTED_SCHEDULING_FIELDS = (
-    "minAvailable",
-    "queue",
-    "minResources",
-    "scheduleTimeoutSeconds",
+REPLICA_TYPES: Final = tuple(t.value for t in ReplicaType)
+#: Replica types that can decide success: the chief (Master is its legacy name) or worker 0.
+SUCCESS_DECIDING_TYPES: Final = tuple(
+    t.value for t in ReplicaType if t.is_chief or t is ReplicaType.WORKER
 )
+DNS1035_MAX_LENGTH: Final = MAX_CHILD_NAME
+DNS1035_LABEL: Final = DNS_1035.pattern
 
 
 def _cel_list(values: tuple[str, ...]) -> str:

@@ -9,19 +9,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from crdgen import validation_rules as rules
-from crdgen.structural import QUANTITY_PATTERN, Schema, int_or_string
+from ..api import (
+    CONTAINER_NAME,
+    DEFAULT_PORT,
+    GROUP,
+    KIND,
+    MANAGED_BY,
+    PLURAL,
+    PORT_NAME,
+    VERSION,
+    CleanPodPolicy,
+    ConditionType,
+    RestartPolicy,
+    SuccessPolicy,
+)
+from . import rules
+from .structural import QUANTITY_PATTERN, Schema, int_or_string
 
-GROUP = "tfjob.dev"
-VERSION = "v1"
-KIND = "TFJob"
-PLURAL = "tfjobs"
 CRD_NAME = f"{PLURAL}.{GROUP}"
 
-RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
-CLEAN_POD_POLICIES = ("All", "Running", "None")
-SUCCESS_POLICIES = ("", "AllWorkers")
-JOB_STATES = ("Created", "Running", "Restarting", "Succeeded", "Failed", "Suspended")
+RESTART_POLICIES = tuple(p.value for p in RestartPolicy)
+CLEAN_POD_POLICIES = tuple(p.value for p in CleanPodPolicy)
+SUCCESS_POLICIES = tuple(p.value for p in SuccessPolicy)
+JOB_STATES = tuple(c.value for c in ConditionType)
 CONDITION_STATUSES = ("True", "False", "Unknown")
 
 
@@ -42,7 +52,8 @@ def replica_spec_schema(pod_template: Schema) -> Schema:
     template["description"] = (
         "The pod template of this replica type: a core/v1 PodTemplateSpec, checked against "
         "its schema (unknown fields and wrong types are rejected). It must have a container "
-        "named 'tensorflow': the operator adds TF_CONFIG and the port 'tfjob-port' (2222 "
+        f"named '{CONTAINER_NAME}': the operator adds TF_CONFIG and the port '{PORT_NAME}' "
+        f"({DEFAULT_PORT} "
         "unless the template names one) to it."
     )
     return {
@@ -143,7 +154,7 @@ def run_policy_schema() -> Schema:
             },
             "schedulingPolicy": scheduling_policy_schema(),
             "managedBy": _string(
-                f"The controller that reconciles this job. Only '{rules.MANAGED_BY}' (the "
+                f"The controller that reconciles this job. Only '{MANAGED_BY}' (the "
                 "default when unset) is accepted.",
                 maxLength=63,
                 **{"x-kubernetes-validations": rules.managed_by_rules()},

@@ -1,0 +1,214 @@
+"""Watch caches: list a resource, then watch it, keeping each object as a small record.
+
+Each object is read into the record the controller decides from (a `JobView`, a
+`PodObservation`, a `ServiceObservation`) as it arrives and the body is dropped, so a
+thousand TFJobs cost a thousand small records, not a thousand pod bodies. Records are
+grouped by the TFJob they belong to. A change wakes that job only if its record changed:
+a pod update that touches nothing the controller reads (a heartbeat of the node, a
+managedFields entry) costs a parse and a comparison, not a reconcile.
+
+The protocol is the API server's (as client-go's reflector uses it): list in pages, watch
+from the list's resourceVersion with bookmarks, resume from the last version seen when a
+watch ends, and list again when the server answers 410 Gone (the version has been
+compacted). A relist wakes every job whose records it changed, including jobs whose
+objects were deleted while the watch was down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
+
+import aiohttp
+
+from .kube import Api, ApiError, collection_path, raise_for
+
+logger = logging.getLogger(__name__)
+
+JobKey = tuple[str, str]
+T = TypeVar("T")
+
+LIST_PAGE_SIZE: Final = 500
+#: Watches are reopened every 5-10 minutes (spread, so they do not all end together).
+WATCH_SECONDS: Final = (300, 600)
+MAX_BACKOFF_SECONDS: Final = 30.0
+
+
+@dataclass(frozen=True)
+class Resource:
+    plural: str
+    group_path: str = "/api/v1"
+    label_selector: str | None = None
+
+
+class Store(Generic[T]):
+    """The records of one resource, by job, as the last list and watch events left them."""
+
+    def __init__(self) -> None:
+        self._by_job: dict[JobKey, dict[str, T]] = {}
+        self._job_of: dict[str, JobKey] = {}
+
+    def get(self, key: JobKey) -> list[T]:
+        return list(self._by_job.get(key, {}).values())
+
+    def keys(self) -> list[JobKey]:
+        return list(self._by_job)
+
+    def put(self, uid: str, key: JobKey, record: T) -> set[JobKey]:
+        """Stores a record; returns the jobs whose records changed."""
+        changed: set[JobKey] = set()
+        previous_key = self._job_of.get(uid)
+        if previous_key is not None and previous_key != key:
+            changed |= self.remove(uid)
+        records = self._by_job.setdefault(key, {})
+        if records.get(uid) != record:
+            records[uid] = record
+            self._job_of[uid] = key
+            changed.add(key)
+        return changed
+
+    def remove(self, uid: str) -> set[JobKey]:
+        key = self._job_of.pop(uid, None)
+        if key is None:
+            return set()
+        records = self._by_job[key]
+        del records[uid]
+        if not records:
+            del self._by_job[key]
+        return {key}
+
+    def replace(
+        self, namespace: str | None, entries: Iterable[tuple[str, JobKey, T]]
+    ) -> set[JobKey]:
+        """Makes the records of `namespace` (None: all) exactly `entries`, as after a list."""
+        listed = {uid: (key, record) for uid, key, record in entries}
+        changed: set[JobKey] = set()
+        for uid, key in list(self._job_of.items()):
+            if (namespace is None or key[0] == namespace) and uid not in listed:
+                changed |= self.remove(uid)
+        for uid, (key, record) in listed.items():
+            changed |= self.put(uid, key, record)
+        return changed
+
+
+class Watch(Generic[T]):
+    """Keeps `store` in step with one resource in one namespace (or all) and reports changes."""
+
+    def __init__(
+        self,
+        api: Api,
+        resource: Resource,
+        namespace: str | None,
+        store: Store[T],
+        read: Callable[[Mapping[str, Any]], tuple[str, JobKey, T] | None],
+        changed: Callable[[JobKey], None],
+        restarted: Callable[[str], None] = lambda _: None,
+    ) -> None:
+        self.api = api
+        self.resource = resource
+        self.namespace = namespace
+        self.store = store
+        self.read = read
+        self.changed = changed
+        self.restarted = restarted
+        self.synced = asyncio.Event()
+        self.path = collection_path(namespace, resource.plural, resource.group_path)
+        self.describe = f"{resource.plural} in {namespace or 'all namespaces'}"
+
+    async def run(self) -> None:
+        failures = 0
+        while True:
+            try:
+                version = await self._list()
+                self.synced.set()
+                failures = 0
+                await self._watch(version)
+                self.restarted("relist")
+                logger.info("watch of %s expired (410 Gone): listing again", self.describe)
+            except (aiohttp.ClientError, TimeoutError, ApiError, ValueError) as error:
+                failures += 1
+                delay = min(2.0**failures, MAX_BACKOFF_SECONDS)
+                self.restarted("error")
+                logger.warning(
+                    "watch of %s failed (%s); listing again in %.0fs", self.describe, error, delay
+                )
+                await asyncio.sleep(delay)
+
+    def _params(self, **extra: str) -> dict[str, str]:
+        params = dict(extra)
+        if self.resource.label_selector:
+            params["labelSelector"] = self.resource.label_selector
+        return params
+
+    async def _list(self) -> str:
+        entries: list[tuple[str, JobKey, T]] = []
+        token = ""
+        while True:
+            params = self._params(limit=str(LIST_PAGE_SIZE))
+            if token:
+                params["continue"] = token
+            status, payload = await self.api.request(
+                "GET", self.path, params=params, limit_seconds=120
+            )
+            raise_for(status, f"list {self.describe}", payload)
+            page = json.loads(payload)
+            entries.extend(e for e in map(self.read, page.get("items") or []) if e is not None)
+            metadata = page.get("metadata") or {}
+            token = metadata.get("continue") or ""
+            if not token:
+                version = str(metadata["resourceVersion"])
+                break
+        for key in sorted(self.store.replace(self.namespace, entries)):
+            self.changed(key)
+        return version
+
+    async def _watch(self, version: str) -> None:
+        """Follows the watch until the server says the version is gone (410)."""
+        while True:
+            seconds = random.randint(*WATCH_SECONDS)
+            params = self._params(
+                watch="1",
+                resourceVersion=version,
+                allowWatchBookmarks="true",
+                timeoutSeconds=str(seconds),
+            )
+            async with self.api.stream(self.path, params, idle_timeout=seconds + 30) as response:
+                if response.status == 410:
+                    return
+                if response.status != 200:
+                    raise_for(response.status, f"watch {self.describe}", await response.read())
+                pending = b""
+                async for chunk in response.content.iter_any():
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    for line in lines:
+                        if line:
+                            gone, version = self._apply(json.loads(line), version)
+                            if gone:
+                                return
+            self.restarted("resume")
+
+    def _apply(self, event: Mapping[str, Any], version: str) -> tuple[bool, str]:
+        """Applies one watch event; returns (version expired, the version to resume from)."""
+        kind = event.get("type")
+        body = event.get("object") or {}
+        if kind == "ERROR":
+            if body.get("code") == 410:
+                return True, version
+            code = int(body.get("code") or 500)
+            raise ApiError(code, f"watch {self.describe}", json.dumps(body).encode())
+        version = str((body.get("metadata") or {}).get("resourceVersion") or version)
+        if kind == "BOOKMARK":
+            return False, version
+        if kind == "DELETED":
+            changed = self.store.remove(str(body["metadata"]["uid"]))
+        else:
+            entry = self.read(body)
+            changed = self.store.put(*entry) if entry is not None else set()
+        for key in sorted(changed):
+            self.changed(key)
+        return False, version

@@ -1,0 +1,295 @@
+"""The controller around `decide`: writes, their order, expectations, retries and delays.
+
+Driven with a fake API (`FakeWrites`, which records every call and keeps the objects it
+created) and a clock the test moves; the watch caches are the real `Store`s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tfjob_operator.controller import (
+    CONFLICT_RETRY_SECONDS,
+    EXPECTATION_TTL_SECONDS,
+    GONE,
+    MAX_ERROR_BACKOFF_SECONDS,
+    PROGRESS_WRITE_DELAY_SECONDS,
+    Caches,
+    Controller,
+    error_backoff,
+)
+from tfjob_operator.decide import JobView
+from tfjob_operator.kube import ApiError
+from tfjob_operator.metrics import Metrics
+from tfjob_operator.observe import observe_pod, observe_service
+from tfjob_operator.watchcache import Store
+
+from .tfjobs import JOB, NOW, replica_spec
+
+pytestmark = pytest.mark.unit
+
+KEY = (JOB.namespace, JOB.name)
+SPEC = {
+    "runPolicy": {"cleanPodPolicy": "Running"},
+    "tfReplicaSpecs": {"Chief": replica_spec(1, "ExitCode"), "Worker": replica_spec(2, "ExitCode")},
+}
+CHILDREN = ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1"]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.seconds = 1000.0
+
+    def now(self) -> datetime:
+        return NOW + timedelta(seconds=self.seconds - 1000.0)
+
+    def monotonic(self) -> float:
+        return self.seconds
+
+
+class FakeWrites:
+    """Answers as the API server would, and records each call as (verb, name...)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+        self.bodies: dict[str, Mapping[str, Any]] = {}
+        self.version = 1
+        self.conflict = False
+        self.refuse_create: ApiError | None = None
+        self.events: list[Mapping[str, Any]] = []
+
+    async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> bool:
+        return self._create("pod", body)
+
+    async def create_service(self, namespace: str, body: Mapping[str, Any]) -> bool:
+        return self._create("service", body)
+
+    def _create(self, kind: str, body: Mapping[str, Any]) -> bool:
+        name = body["metadata"]["name"]
+        self.calls.append((f"create {kind}", name))
+        if self.refuse_create is not None:
+            raise self.refuse_create
+        self.bodies[f"{kind}/{name}"] = body
+        return True
+
+    async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
+        self.calls.append(("delete pod", name))
+        return True
+
+    async def delete_service(self, namespace: str, name: str, uid: str) -> bool:
+        self.calls.append(("delete service", name))
+        return True
+
+    async def delete_collection(
+        self, namespace: str, plural: str, job_uid: str, keep: Collection[str]
+    ) -> list[tuple[str, str]]:
+        self.calls.append((f"deletecollection {plural}", *sorted(keep)))
+        kind = plural[:-1]
+        return [
+            (body["metadata"]["name"], f"uid-{name}")
+            for name, body in self.bodies.items()
+            if name.startswith(f"{kind}/") and body["metadata"]["name"] not in keep
+        ]
+
+    async def delete_job(self, namespace: str, name: str, uid: str) -> bool:
+        self.calls.append(("delete tfjob", name))
+        return True
+
+    async def patch_status(
+        self, namespace: str, name: str, resource_version: str, patch: Mapping[str, Any]
+    ) -> str | None:
+        self.calls.append(("patch status", resource_version))
+        if self.conflict:
+            return None
+        self.version += 1
+        return str(self.version)
+
+    async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
+        self.events.append(body)
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.writes = FakeWrites()
+        self.clock = FakeClock()
+        self.caches = Caches(jobs=Store(), pods=Store(), services=Store())
+        self.controller = Controller(
+            self.writes, self.caches, Metrics(), None, clock=self.clock, instance="test"
+        )
+        self.status: dict[str, Any] = {}
+        self.job(version="1")
+
+    def job(self, version: str, spec: Mapping[str, Any] = SPEC) -> None:
+        body = {
+            "metadata": {
+                "namespace": JOB.namespace,
+                "name": JOB.name,
+                "uid": JOB.uid,
+                "resourceVersion": version,
+                "generation": 1,
+            },
+            "spec": spec,
+            "status": self.status,
+        }
+        self.caches.jobs.put(JOB.uid, KEY, JobView.from_body(body))
+
+    def show_children(self, phase: str = "Running", exited: str | None = None) -> None:
+        """The watch cache catches up with every child the fake API holds."""
+        for name, body in self.writes.bodies.items():
+            shown = {**body, "metadata": {**body["metadata"], "uid": f"uid-{name}"}}
+            if name.startswith("pod/"):
+                shown["status"] = {"phase": phase}
+                if body["metadata"]["name"] == exited:
+                    shown["status"] = {
+                        "phase": "Succeeded",
+                        "containerStatuses": [
+                            {"name": "tensorflow", "state": {"terminated": {"exitCode": 0}}}
+                        ],
+                    }
+                self.caches.pods.put(f"uid-{name}", KEY, observe_pod(shown))
+            else:
+                self.caches.services.put(f"uid-{name}", KEY, observe_service(shown))
+
+    def reconcile(self) -> Any:
+        async def once() -> Any:
+            outcome = await self.controller.reconcile(KEY)
+            await self.controller.stop()  # lets the events posted in the background finish
+            return outcome
+
+        return asyncio.run(once())
+
+    def calls(self, verb: str) -> list[tuple[str, ...]]:
+        return [c for c in self.writes.calls if c[0] == verb]
+
+
+def test_a_new_job_gets_its_children_and_its_progress_a_moment_later() -> None:
+    harness = Harness()
+    requeue = harness.reconcile()
+    assert sorted(n for _, n in harness.calls("create pod")) == CHILDREN
+    assert sorted(n for _, n in harness.calls("create service")) == CHILDREN
+    # Created and the pod counts are progress: held back, and looked at again in time.
+    assert harness.calls("patch status") == []
+    assert requeue == pytest.approx(PROGRESS_WRITE_DELAY_SECONDS)
+    harness.clock.seconds += PROGRESS_WRITE_DELAY_SECONDS
+    harness.reconcile()
+    assert harness.calls("patch status") == [("patch status", "1")]
+    reasons = [e["reason"] for e in harness.writes.events]
+    assert sorted(reasons) == ["SuccessfulCreatePod", "SuccessfulCreateService"]
+    event = harness.writes.events[0]
+    assert event["involvedObject"]["uid"] == JOB.uid
+    assert event["reportingInstance"] == "test"
+
+
+def test_children_in_flight_are_not_created_twice_until_the_expectation_lapses() -> None:
+    harness = Harness()
+    harness.reconcile()
+    harness.writes.calls.clear()
+    harness.reconcile()  # the cache has not shown the children yet
+    assert harness.calls("create pod") == []
+    assert harness.calls("create service") == []
+    harness.clock.seconds += EXPECTATION_TTL_SECONDS + 1
+    harness.reconcile()  # never shown: the creates are tried again (the server would say 409)
+    assert sorted(n for _, n in harness.calls("create pod")) == CHILDREN
+
+
+def test_a_shown_child_ends_its_expectation() -> None:
+    harness = Harness()
+    harness.reconcile()
+    harness.show_children()
+    harness.writes.calls.clear()
+    harness.reconcile()
+    assert harness.calls("create pod") == []
+    expected = harness.controller._expected[KEY]
+    assert expected.created_pods == {}
+    assert expected.created_services == {}
+
+
+def test_success_is_written_before_the_clean_up_which_goes_in_one_request_per_kind() -> None:
+    harness = Harness()
+    harness.reconcile()
+    harness.show_children(exited="mnist-chief-0")
+    harness.writes.calls.clear()
+    harness.reconcile()
+    verbs = [c[0] for c in harness.writes.calls]
+    assert verbs[0] == "patch status"
+    # The chief's own pod is not running any more and is kept; so is its service.
+    assert harness.calls("deletecollection pods") == [("deletecollection pods", "mnist-chief-0")]
+    assert harness.calls("deletecollection services") == [
+        ("deletecollection services", "mnist-chief-0")
+    ]
+    assert harness.calls("delete pod") == []
+    messages = {e["reason"]: e["message"] for e in harness.writes.events}
+    assert messages["SuccessfulDeletePod"] == (
+        "Deleted pods mnist-worker-0, mnist-worker-1: cleanPodPolicy Running"
+    )
+    assert "TFJobSucceeded" in messages
+
+
+def test_a_refused_collection_delete_falls_back_to_one_delete_per_child() -> None:
+    harness = Harness()
+    harness.reconcile()
+    harness.show_children(exited="mnist-chief-0")
+    harness.writes.calls.clear()
+
+    async def refuse(*_: Any) -> list[tuple[str, str]]:
+        raise ApiError(403, "deletecollection", b'{"message": "forbidden"}')
+
+    harness.writes.delete_collection = refuse  # type: ignore[method-assign]
+    harness.reconcile()
+    assert sorted(n for _, n in harness.calls("delete pod")) == CHILDREN[1:]
+    assert sorted(n for _, n in harness.calls("delete service")) == CHILDREN[1:]
+
+
+def test_a_status_conflict_touches_no_child_and_decides_again_soon() -> None:
+    harness = Harness()
+    harness.reconcile()
+    harness.show_children(exited="mnist-chief-0")
+    harness.writes.calls.clear()
+    harness.writes.conflict = True
+    assert harness.reconcile() == CONFLICT_RETRY_SECONDS
+    assert [c[0] for c in harness.writes.calls] == ["patch status"]
+
+
+def test_a_reconcile_waits_for_the_cache_to_show_its_own_status_write() -> None:
+    harness = Harness()
+    harness.reconcile()
+    harness.show_children(exited="mnist-chief-0")
+    harness.reconcile()  # writes Succeeded over version 1
+    harness.writes.calls.clear()
+    assert harness.reconcile() == CONFLICT_RETRY_SECONDS  # the cache still shows version 1
+    assert harness.writes.calls == []
+
+
+def test_a_refused_create_is_an_event_and_an_error_but_a_terminating_namespace_is_not() -> None:
+    harness = Harness()
+    harness.writes.refuse_create = ApiError(422, "create pod", b'{"message": "invalid"}')
+    with pytest.raises(ApiError):
+        harness.reconcile()
+    assert "FailedCreatePod" in {e["reason"] for e in harness.writes.events}
+
+    quiet = Harness()
+    quiet.writes.refuse_create = ApiError(
+        403,
+        "create pod",
+        b'{"message": "forbidden", "details": {"causes": [{"reason": "NamespaceTerminating"}]}}',
+    )
+    quiet.reconcile()
+    assert not {e["reason"] for e in quiet.writes.events} & {"FailedCreatePod"}
+
+
+def test_a_job_gone_from_the_cache_ends_its_worker_state() -> None:
+    harness = Harness()
+    harness.reconcile()
+    harness.caches.jobs.remove(JOB.uid)
+    assert harness.reconcile() is GONE
+    assert KEY not in harness.controller._expected
+
+
+def test_errors_back_off_exponentially_up_to_a_minute() -> None:
+    assert [error_backoff(n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
+    assert error_backoff(30) == MAX_ERROR_BACKOFF_SECONDS

@@ -1,0 +1,160 @@
+"""The watch caches: list in pages, watch, resume, relist on 410 Gone, wake changed jobs only.
+
+The API server is an aiohttp server on a local port that answers with scripted lists and
+watch streams, so the real HTTP client code runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from tfjob_operator.connection import Connection, TokenSource
+from tfjob_operator.kube import Api
+from tfjob_operator.watchcache import Resource, Store, Watch
+
+pytestmark = pytest.mark.unit
+
+
+def pod(name: str, job: str, version: int, phase: str = "Running") -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "uid": f"uid-{name}",
+            "resourceVersion": str(version),
+            "labels": {"tfjob.dev/job-name": job},
+        },
+        "status": {"phase": phase},
+    }
+
+
+def read(body: Mapping[str, Any]) -> tuple[str, tuple[str, str], str]:
+    metadata = body["metadata"]
+    key = (metadata["namespace"], metadata["labels"]["tfjob.dev/job-name"])
+    return metadata["uid"], key, body["status"]["phase"]
+
+
+class FakeApiServer:
+    """Lists come from `lists` (one page per entry); each watch request takes the next
+    script from `watches`: lines to send, then the stream ends."""
+
+    def __init__(self, lists: list[list[dict[str, Any]]], watches: list[list[dict[str, Any]]]):
+        self.lists = lists
+        self.watches = watches
+        self.requests: list[dict[str, str]] = []
+        self.done = asyncio.Event()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        query = dict(request.query)
+        self.requests.append(query)
+        assert request.headers["Authorization"] == "Bearer secret"
+        assert query["labelSelector"] == "tfjob.dev/job-name"
+        if "watch" not in query:
+            items, version, token = self._page(query.get("continue"))
+            body = {"items": items, "metadata": {"resourceVersion": version, "continue": token}}
+            return web.json_response(body)
+        if not self.watches:
+            self.done.set()
+            await asyncio.sleep(3600)
+        response = web.StreamResponse()
+        await response.prepare(request)
+        for event in self.watches.pop(0):
+            await response.write(json.dumps(event).encode() + b"\n")
+        return response
+
+    def _page(self, token: str | None) -> tuple[list[dict[str, Any]], str, str]:
+        index = int(token or 0)
+        page = self.lists[0][index * 2 : index * 2 + 2]
+        last = index * 2 + 2 >= len(self.lists[0])
+        version = "100" if last else ""
+        if last:
+            self.lists.pop(0)
+        return page, version, "" if last else str(index + 1)
+
+
+def run_watch(server: FakeApiServer) -> tuple[Store[str], list[tuple[str, str]]]:
+    store: Store[str] = Store()
+    woken: list[tuple[str, str]] = []
+
+    async def scenario() -> None:
+        app = web.Application()
+        app.router.add_get("/api/v1/pods", server.handle)
+        async with TestServer(app) as test_server:
+            connection = Connection(
+                server=str(test_server.make_url("")).rstrip("/"),
+                ssl_context=False,
+                tokens=TokenSource(token="secret"),
+            )
+            api = Api(connection)
+            resource = Resource("pods", label_selector="tfjob.dev/job-name")
+            watch = Watch(api, resource, None, store, read, woken.append)
+            task = asyncio.create_task(watch.run())
+            await asyncio.wait_for(server.done.wait(), 10)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await api.close()
+
+    asyncio.run(scenario())
+    return store, woken
+
+
+def test_list_pages_then_watch_events_then_resume_from_the_last_version() -> None:
+    listed = [pod("a-worker-0", "a", 10), pod("a-worker-1", "a", 11), pod("b-worker-0", "b", 12)]
+    server = FakeApiServer(
+        lists=[listed],
+        watches=[
+            [
+                {"type": "MODIFIED", "object": pod("a-worker-0", "a", 101, "Succeeded")},
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "150"}}},
+            ],
+            [{"type": "DELETED", "object": pod("b-worker-0", "b", 151)}],
+        ],
+    )
+    store, woken = run_watch(server)
+    assert sorted(store.get(("ml", "a"))) == ["Running", "Succeeded"]
+    assert store.get(("ml", "b")) == []
+    # The list's page tokens, then the watches from the list's version, then the bookmark's.
+    assert [r.get("continue") for r in server.requests[:2]] == [None, "1"]
+    assert [r["resourceVersion"] for r in server.requests[2:]] == ["100", "150", "151"]
+    assert all(r["allowWatchBookmarks"] == "true" for r in server.requests[2:])
+    assert woken == [("ml", "a"), ("ml", "b"), ("ml", "a"), ("ml", "b")]
+
+
+def test_an_event_that_changes_no_record_wakes_no_job() -> None:
+    server = FakeApiServer(
+        lists=[[pod("a-worker-0", "a", 10)]],
+        watches=[[{"type": "MODIFIED", "object": pod("a-worker-0", "a", 101)}]],
+    )
+    _, woken = run_watch(server)
+    assert woken == [("ml", "a")]  # from the list only
+
+
+def test_gone_lists_again_and_wakes_the_jobs_whose_objects_vanished() -> None:
+    server = FakeApiServer(
+        lists=[
+            [pod("a-worker-0", "a", 10), pod("b-worker-0", "b", 11)],
+            [pod("a-worker-0", "a", 10)],
+        ],
+        watches=[[{"type": "ERROR", "object": {"kind": "Status", "code": 410}}]],
+    )
+    store, woken = run_watch(server)
+    assert store.keys() == [("ml", "a")]
+    assert woken == [("ml", "a"), ("ml", "b"), ("ml", "b")]
+    assert "watch" not in server.requests[-2]  # the relist before the last watch
+
+
+def test_store_moves_a_record_whose_job_label_changed() -> None:
+    store: Store[str] = Store()
+    assert store.put("u1", ("ml", "a"), "Running") == {("ml", "a")}
+    assert store.put("u1", ("ml", "a"), "Running") == set()
+    assert store.put("u1", ("ml", "b"), "Running") == {("ml", "a"), ("ml", "b")}
+    assert store.get(("ml", "a")) == []
+    assert store.replace("other", []) == set()
+    assert store.replace("ml", []) == {("ml", "b")}
