@@ -2,21 +2,23 @@
 
 The harness's clients (driver and floor) must cost as little as possible on 2 cores and
 must not hide what the API server does, so this is aiohttp with a client certificate and
-nothing else: no models, no client-side rate limit, no retries.
+nothing else: no models, no client-side rate limit, no retries. The kubeconfig and the
+API's errors are read as the operator reads them (tfjob_operator.connection, .kube).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import aiohttp
-import yaml
+
+from tfjob_operator.connection import load_connection
+from tfjob_operator.kube import JSON, ApiError
 
 Obj = dict[str, Any]
 #: Called with the watch event type (ADDED, MODIFIED, DELETED) and the object, or with
@@ -24,36 +26,16 @@ Obj = dict[str, Any]
 EventHandler = Callable[[str, Obj], None]
 SYNCED = "SYNCED"
 
-JSON = "application/json"
-MERGE_PATCH = "application/merge-patch+json"
 #: Longest wait for one request (a watch has none).
 REQUEST_SECONDS = 120
-
-
-class ApiError(RuntimeError):
-    def __init__(self, method: str, path: str, status: int, body: Any) -> None:
-        message = body.get("message", body) if isinstance(body, dict) else body
-        super().__init__(f"{method} {path}: HTTP {status}: {message}")
-        self.status = status
-
-
-def ssl_context(kubeconfig: Path) -> tuple[str, ssl.SSLContext]:
-    """The server URL and a TLS context from a client-certificate kubeconfig."""
-    config = yaml.safe_load(kubeconfig.read_text())
-    context_name = config["current-context"]
-    context = next(c["context"] for c in config["contexts"] if c["name"] == context_name)
-    cluster = next(c["cluster"] for c in config["clusters"] if c["name"] == context["cluster"])
-    user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
-    tls = ssl.create_default_context(cafile=cluster["certificate-authority"])
-    tls.load_cert_chain(user["client-certificate"], user["client-key"])
-    return cluster["server"], tls
 
 
 class ApiClient:
     """Requests and watches against one API server as one user (see the module docstring)."""
 
     def __init__(self, kubeconfig: Path, *, connections: int = 64) -> None:
-        self.server, self._tls = ssl_context(kubeconfig)
+        connection = load_connection(str(kubeconfig))
+        self.server, self._tls = connection.server, connection.ssl_context
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
 
@@ -113,7 +95,7 @@ class ApiClient:
         """The decoded reply; raises ApiError unless the status is 2xx."""
         status, reply = await self.send(method, path, body, content_type=content_type)
         if not 200 <= status < 300:
-            raise ApiError(method, path, status, reply)
+            raise ApiError(status, f"{method} {path}", json.dumps(reply).encode())
         return reply
 
     async def watch(
@@ -144,7 +126,7 @@ class ApiClient:
             if reply.status == 410:
                 return None
             if reply.status != 200:
-                raise ApiError("WATCH", path, reply.status, await reply.text())
+                raise ApiError(reply.status, f"WATCH {path}", await reply.read())
             buffer = b""
             async for chunk in reply.content.iter_any():
                 buffer += chunk
@@ -157,7 +139,8 @@ class ApiClient:
                     if kind == "ERROR":
                         if obj.get("code") == 410:
                             return None
-                        raise ApiError("WATCH", path, int(obj.get("code") or 0), obj)
+                        code = int(obj.get("code") or 0)
+                        raise ApiError(code, f"WATCH {path}", json.dumps(obj).encode())
                     version = obj["metadata"]["resourceVersion"]
                     if kind != "BOOKMARK":
                         handler(kind, obj)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import audit, measure, promtext
-from bench.apiclient import MERGE_PATCH, ApiClient, bounded
+from bench.apiclient import ApiClient, bounded
 from bench.cluster import (
     DRIVER_USER,
     NAMESPACE,
@@ -37,6 +37,7 @@ from bench.shape import job_names, leader_exit_patch, tfjob
 from bench.stats import summarize
 from bench.watching import watching
 from tfjob_operator import timeutil
+from tfjob_operator.kube import MERGE_PATCH
 
 #: After the operator reports ready, before the first TFJob: its startup's tail settles.
 SETTLE_SECONDS = 1.0

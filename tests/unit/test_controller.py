@@ -61,6 +61,7 @@ class FakeWrites:
         self.version = 1
         self.conflict = False
         self.refuse_create: ApiError | None = None
+        self.refuse_delete: ApiError | None = None
         self.events: list[Mapping[str, Any]] = []
 
     async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> bool:
@@ -79,6 +80,8 @@ class FakeWrites:
 
     async def delete_pod(self, namespace: str, name: str, uid: str) -> bool:
         self.calls.append(("delete pod", name))
+        if self.refuse_delete is not None:
+            raise self.refuse_delete
         return True
 
     async def delete_service(self, namespace: str, name: str, uid: str) -> bool:
@@ -293,3 +296,21 @@ def test_a_job_gone_from_the_cache_ends_its_worker_state() -> None:
 def test_errors_back_off_exponentially_up_to_a_minute() -> None:
     assert [error_backoff(n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
     assert error_backoff(30) == MAX_ERROR_BACKOFF_SECONDS
+
+
+def test_a_delete_that_failed_is_tried_again_by_the_next_reconcile() -> None:
+    harness = Harness()
+    harness.reconcile()
+    harness.show_children()
+    one_worker = {
+        **SPEC,
+        "tfReplicaSpecs": {**SPEC["tfReplicaSpecs"], "Worker": replica_spec(1, "ExitCode")},
+    }
+    harness.job(version="2", spec=one_worker)
+    harness.writes.refuse_delete = ApiError(500, "delete pod", b'{"message": "etcd timeout"}')
+    with pytest.raises(ApiError):
+        harness.reconcile()
+    harness.writes.refuse_delete = None
+    harness.writes.calls.clear()
+    harness.reconcile()
+    assert ("delete pod", "mnist-worker-1") in harness.writes.calls

@@ -48,6 +48,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=32,
         help="most concurrent write requests to the API server",
     )
+    run.add_argument(
+        "--concurrent-reconciles",
+        type=int,
+        default=32,
+        help="most TFJobs reconciled at once (their writes then share --max-in-flight)",
+    )
     run.add_argument("--verbose", action="store_true", help="debug logging")
 
     render = commands.add_parser(
@@ -100,6 +106,7 @@ def _run(args: argparse.Namespace) -> int:
             health_port=args.health_port,
             metrics_port=args.metrics_port,
             max_in_flight=args.max_in_flight,
+            concurrent_reconciles=args.concurrent_reconciles,
         )
     )
     return 0

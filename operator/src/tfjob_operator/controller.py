@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Protocol
@@ -41,6 +41,11 @@ EXPECTATION_TTL_SECONDS: Final = 30.0
 #: A collection delete names every child it must keep in its field selector; past this
 #: many, the children are deleted one by one instead.
 MAX_KEPT_IN_COLLECTION_DELETE: Final = 50
+#: A clean-up that failed is decided again after this long.
+CLEANUP_RETRY_SECONDS: Final = 5.0
+#: Jobs reconciled at once by default. More would only queue their writes (and hold their
+#: rendered children in memory) behind the API server's throughput.
+CONCURRENT_RECONCILES: Final = 32
 #: Progress (see status.py) waits at most this long, so that one write carries the pod
 #: counts and conditions of a busy second instead of one write per watch event.
 PROGRESS_WRITE_DELAY_SECONDS: Final = 2.0
@@ -99,6 +104,9 @@ class Expectations:
     #: resourceVersion of the TFJob our last status write replaced.
     replaced_version: str | None = None
 
+    def deleted(self, kind: str) -> set[str]:
+        return self.deleted_pods if kind == "pod" else self.deleted_services
+
     def skip_pending(
         self,
         plan: Plan,
@@ -144,6 +152,7 @@ class Controller:
         cluster_domain: str | None,
         clock: Clock | None = None,
         instance: str = "tfjob-operator",
+        concurrent_reconciles: int = CONCURRENT_RECONCILES,
     ) -> None:
         self.writes = writes
         self.caches = caches
@@ -156,6 +165,7 @@ class Controller:
         #: When a job's oldest progress not yet written was decided (monotonic).
         self._progress_since: dict[JobKey, float] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self.reconcile_slots = asyncio.Semaphore(concurrent_reconciles)
 
     def notify(self, key: JobKey) -> None:
         """Something about job `key` changed: make sure it is reconciled soon."""
@@ -247,7 +257,10 @@ class Controller:
     def _record(self, job: JobView, event: Event) -> None:
         """Posts an event without waiting for it: events never hold up a decision."""
         body = event_object(job.ref, job.resource_version, event, self.clock.now(), self.instance)
-        task = asyncio.create_task(self._post_event(job.ref.namespace, body))
+        self._spawn(self._post_event(job.ref.namespace, body))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -281,8 +294,13 @@ class Controller:
 
         async def delete(kind: str, deletion: Deletion) -> None:
             write = self.writes.delete_pod if kind == "pod" else self.writes.delete_service
-            if await write(namespace, deletion.name, deletion.uid):
-                deleted(kind, deletion.name, deletion.why)
+            try:
+                if await write(namespace, deletion.name, deletion.uid):
+                    deleted(kind, deletion.name, deletion.why)
+            except Exception:
+                # Not in flight any more: the next decision deletes it again.
+                expected.deleted(kind).discard(deletion.uid)
+                raise
 
         async def delete_together(kind: str, deletions: Sequence[Deletion]) -> None:
             names = {d.name for d in deletions}
@@ -291,15 +309,40 @@ class Controller:
                 gone = await self.writes.delete_collection(namespace, f"{kind}s", job.ref.uid, keep)
             except ApiError as error:
                 if error.status not in (403, 405):
+                    expected.deleted(kind).difference_update(d.uid for d in deletions)
                     raise
                 # An API server or a role without deletecollection: one by one, then.
                 logger.debug("collection delete of %ss refused (%s)", kind, error)
                 await asyncio.gather(*(delete(kind, d) for d in deletions))
-                return
-            pending = expected.deleted_pods if kind == "pod" else expected.deleted_services
-            for name, uid in gone:
-                pending.add(uid)
-                deleted(kind, name, deletions[0].why)
+            else:
+                for name, uid in gone:
+                    expected.deleted(kind).add(uid)
+                    deleted(kind, name, deletions[0].why)
+            report()
+
+        def report() -> None:
+            """One event per kind of action done so far, naming every child it touched."""
+            for (reason, template), names in done.items():
+                message = template.format(", ".join(sorted(names)))
+                self._record(job, Event(NORMAL, reason, message))
+            done.clear()
+
+        async def clean_up(kind: str, deletions: Sequence[Deletion]) -> None:
+            """A finished job's clean-up, run beside the job's worker: it waits behind other
+            jobs' decisions and must not hold a reconcile slot meanwhile."""
+            try:
+                await delete_together(kind, deletions)
+            except Exception as error:
+                logger.warning(
+                    "clean-up of %ss of tfjob %s/%s failed (%s); retrying in %.0fs",
+                    kind,
+                    namespace,
+                    job.ref.name,
+                    error,
+                    CLEANUP_RETRY_SECONDS,
+                )
+                await asyncio.sleep(CLEANUP_RETRY_SECONDS)
+                self.notify((namespace, job.ref.name))
 
         async def create(kind: str, child: Mapping[str, Any]) -> None:
             name = child["metadata"]["name"]
@@ -325,8 +368,7 @@ class Controller:
 
         calls: list[Awaitable[None]] = []
         for kind, deletions in (("pod", plan.delete_pods), ("service", plan.delete_services)):
-            pending = expected.deleted_pods if kind == "pod" else expected.deleted_services
-            pending.update(d.uid for d in deletions)
+            expected.deleted(kind).update(d.uid for d in deletions)
             together = [d for d in deletions if d.collectable]
             if (
                 len(together) < 2
@@ -334,14 +376,12 @@ class Controller:
             ):
                 together = []
             else:
-                calls.append(delete_together(kind, together))
+                self._spawn(clean_up(kind, together))
             calls += [delete(kind, d) for d in deletions if d not in together]
         calls += [create("service", s) for s in plan.create_services]
         calls += [create("pod", p) for p in plan.create_pods]
         results = await asyncio.gather(*calls, return_exceptions=True)
-        for (reason, template), names in done.items():
-            message = template.format(", ".join(sorted(names)))
-            self._record(job, Event(NORMAL, reason, message))
+        report()
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             raise errors[0]
@@ -370,7 +410,8 @@ class _JobWorker:
                     await asyncio.wait_for(self._wakeup.wait(), delay)
             self._wakeup.clear()
             try:
-                outcome = await self.controller.reconcile(self.key)
+                async with self.controller.reconcile_slots:
+                    outcome = await self.controller.reconcile(self.key)
             except Exception:
                 errors += 1
                 delay = error_backoff(errors)

@@ -75,6 +75,7 @@ async def run_operator(
     health_port: int,
     metrics_port: int,
     max_in_flight: int,
+    concurrent_reconciles: int,
 ) -> None:
     connection = load_connection(kubeconfig)
     api = Api(connection, max_in_flight)
@@ -86,6 +87,7 @@ async def run_operator(
         metrics,
         cluster_domain,
         instance=f"tfjob-operator@{socket.gethostname()}",
+        concurrent_reconciles=concurrent_reconciles,
     )
     gate = _StartGate(controller)
     scopes: list[str | None] = list(namespaces) or [None]
