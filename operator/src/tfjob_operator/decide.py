@@ -16,6 +16,7 @@ Restart safety rests on three rules:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,18 +25,14 @@ from typing import Any
 from . import conditions as cond
 from . import status as status_of
 from .api import CleanPodPolicy as Clean
-from .api import (
-    ConditionType,
-    JobRef,
-    ReplicaType,
-)
+from .api import ConditionType, JobRef, ReplicaType
 from .events import NORMAL, WARNING, Event
 from .failure_policy import is_retryable, past_backoff_limit, restart_group
 from .observe import Failure, PodObservation, ServiceObservation
 from .render import render_pod, render_service
 from .spec import REPLICA_ORDER, InvalidSpec, JobSpec, Replica, parse_spec
 from .success_policy import leader_succeeded
-from .tfconfig import job_configs
+from .tfconfig import JobConfigs, job_configs
 from .timeutil import from_rfc3339, to_rfc3339
 
 
@@ -61,6 +58,15 @@ class JobView:
             spec=body.get("spec") or {},
             status=body.get("status") or {},
         )
+
+    @functools.cached_property
+    def parsed(self) -> JobSpec | InvalidSpec:
+        """The spec, parsed once per version of the object: a job is decided again at
+        every change of its pods, far more often than the job itself changes."""
+        try:
+            return parse_spec(self.ref.name, self.spec)
+        except InvalidSpec as error:
+            return error
 
 
 @dataclass(frozen=True)
@@ -146,14 +152,13 @@ class _Decision:
     def run(self) -> Plan:
         if cond.find(self.conditions, ConditionType.CREATED) is None:
             self._set(ConditionType.CREATED, True, "TFJobCreated", f"TFJob {self._id} is created.")
-        try:
-            spec = parse_spec(self.ref.name, self.job.spec)
-        except InvalidSpec as error:
-            return self._invalid(error)
+        spec = self.job.parsed
+        if isinstance(spec, InvalidSpec):
+            return self._invalid(spec)
         if cond.is_finished(self.conditions):
             self._clean_up(spec.run_policy.clean_pod_policy, finished=True)
             self._expire(spec)
-            return self._finish(spec)
+            return self._plan_with_status(spec)
         if spec.run_policy.suspend:
             return self._suspend(spec)
         if cond.is_true(self.conditions, ConditionType.SUSPENDED):
@@ -164,14 +169,14 @@ class _Decision:
             self.start_time = None
         if self.start_time is None:
             self.start_time = self.now_text
-        if self._past_deadline(spec):
-            return self._finish(spec)
+        if self._fail_if_past_deadline(spec):
+            return self._plan_with_status(spec)
         return self._reconcile_replicas(spec)
 
     def _reconcile_replicas(self, spec: JobSpec) -> Plan:
         desired = {r.key: r for r in spec.replicas()}
-        self.configs = job_configs(self.ref.name, self.ref.namespace, spec, self.cluster_domain)
-        digests = self.configs.digests
+        configs = job_configs(self.ref.name, self.ref.namespace, spec, self.cluster_domain)
+        digests = configs.digests
         current: dict[str, PodObservation] = {}
         stale: list[PodObservation] = []
         for pod in self.pods:
@@ -223,13 +228,13 @@ class _Decision:
                 f"{replica.key} {failure.describe()}; not retryable under restartPolicy "
                 f"{policy.value}",
             )
-            return self._finish(spec)
+            return self._plan_with_status(spec)
         in_place = sum(p.container_restarts for p in current.values())
         backoff = spec.run_policy.backoff_limit
         if failures:
             restarting = self._restart(spec, [(r, f) for r, _, f in failures], in_place)
             if restarting is None:
-                return self._finish(spec)
+                return self._plan_with_status(spec)
             for replica in restarting:
                 if replica.key in current:
                     pod = current.pop(replica.key)
@@ -242,11 +247,11 @@ class _Decision:
                 f"Containers restarted {in_place} times in place and the job "
                 f"{self.restart_count} times, past backoffLimit {backoff}",
             )
-            return self._finish(spec)
+            return self._plan_with_status(spec)
 
-        self._create_missing(spec, desired, current, stale)
+        self._create_missing(spec, configs, desired, current, stale)
         self._report_progress(spec, desired, current, stale)
-        return self._finish(spec)
+        return self._plan_with_status(spec)
 
     # -- outcomes -----------------------------------------------------------------------------
 
@@ -277,7 +282,7 @@ class _Decision:
                 f"{leader.key} succeeded; waiting for the evaluator to evaluate the final "
                 "checkpoint",
             )
-            return self._finish(spec)
+            return self._plan_with_status(spec)
         self.completion_time = self.completion_time or self.now_text
         self._set(
             ConditionType.SUCCEEDED,
@@ -287,7 +292,7 @@ class _Decision:
         )
         self._event(NORMAL, "TFJobSucceeded", f"{leader.key} succeeded: the TFJob is complete")
         self._expire(spec)
-        return self._finish(spec)
+        return self._plan_with_status(spec)
 
     def _fail(self, spec: JobSpec, reason: str, message: str) -> None:
         self.completion_time = self.completion_time or self.now_text
@@ -303,7 +308,7 @@ class _Decision:
             self._set(ConditionType.FAILED, True, "InvalidSpec", message)
             self._event(WARNING, "InvalidSpec", message)
         self._clean_up(Clean.RUNNING, finished=True)
-        return self._finish(None)
+        return self._plan_with_status(None)
 
     def _restart(
         self,
@@ -349,9 +354,9 @@ class _Decision:
                 ConditionType.SUSPENDED, True, "TFJobSuspended", f"TFJob {self._id} is suspended."
             )
             self._event(NORMAL, "TFJobSuspended", "Suspended: deleting pods and services")
-        return self._finish(spec)
+        return self._plan_with_status(spec)
 
-    def _past_deadline(self, spec: JobSpec) -> bool:
+    def _fail_if_past_deadline(self, spec: JobSpec) -> bool:
         deadline = spec.run_policy.active_deadline_seconds
         if deadline is None or self.start_time is None:
             return False
@@ -381,6 +386,7 @@ class _Decision:
     def _create_missing(
         self,
         spec: JobSpec,
+        configs: JobConfigs,
         desired: Mapping[str, Replica],
         current: Mapping[str, PodObservation],
         stale: Sequence[PodObservation],
@@ -407,7 +413,7 @@ class _Decision:
                     replica,
                     self.generations.get(key, 0),
                     self.cluster_domain,
-                    self.configs,
+                    configs,
                 )
             )
 
@@ -485,7 +491,7 @@ class _Decision:
                 self._event(WARNING, reason, message)
             self._set(ConditionType.RUNNING, False, reason, message)
 
-    def _finish(self, spec: JobSpec | None) -> Plan:
+    def _plan_with_status(self, spec: JobSpec | None) -> Plan:
         """Builds the status; it goes into the plan only if something in it changed."""
         replicas = status_of.replica_statuses(
             self.ref.name,

@@ -2,7 +2,9 @@
 
 Requests carry JSON the operator built as data and answers are read as bytes: the
 controller needs a status code and a few fields, not a client library's models, whose
-import alone costs more memory than a thousand TFJobs.
+import alone costs more memory than a thousand TFJobs. JSON goes through orjson: on a
+pod-sized object it parses 2.4x and writes 8x faster than the standard library here, and
+parsing watch events is the largest single cost of the operator (see bench/README.md).
 
 Writes share `max_in_flight` slots, handed out by priority: a status write (a decision)
 goes ahead of the child creates and deletes that act on it, then a finished job's
@@ -16,13 +18,13 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-import json
 import logging
 from collections.abc import AsyncIterator, Collection, Mapping
 from enum import IntEnum
 from typing import Any, Final
 
 import aiohttp
+import orjson
 
 from .api import FIELD_MANAGER, GROUP, LABEL_CONTROLLER_UID, PLURAL, VERSION
 from .connection import Connection
@@ -42,7 +44,7 @@ class ApiError(RuntimeError):
 
     def __init__(self, status: int, what: str, body: bytes) -> None:
         try:
-            payload = json.loads(body)
+            payload = orjson.loads(body)
             detail = payload.get("message", "")
             causes = (payload.get("details") or {}).get("causes") or []
         except (ValueError, AttributeError):
@@ -124,8 +126,8 @@ class Api:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 base_url=self.connection.server,
+                # Writes are bounded by the slots; watches and lists need no bound.
                 connector=aiohttp.TCPConnector(ssl=self.connection.ssl_context, limit=0),
-                json_serialize=json.dumps,
             )
         return self._session
 
@@ -144,7 +146,7 @@ class Api:
         priority: Priority = Priority.CHILD,
     ) -> tuple[int, bytes]:
         """A write: waits for a slot, returns the status code and the raw answer."""
-        data = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
+        data = orjson.dumps(body) if body is not None else None
         async with self._slots.hold(priority):
             return await self.request(method, path, data=data, params=params, type_=content_type)
 
@@ -159,20 +161,16 @@ class Api:
         limit_seconds: float = WRITE_TIMEOUT_SECONDS,
     ) -> tuple[int, bytes]:
         """One request, once more with fresh credentials after a 401."""
-        for attempt in range(2):
-            headers = await self._headers(refresh=attempt > 0, content_type=type_)
+        timeout = aiohttp.ClientTimeout(total=limit_seconds)
+        for refresh in (False, True):
+            headers = await self._headers(refresh=refresh, content_type=type_)
             async with self.session.request(
-                method,
-                path,
-                data=data,
-                params=params,
-                headers=headers,
-                timeout=aiohttp.ClientTimeout(total=limit_seconds),
+                method, path, data=data, params=params, headers=headers, timeout=timeout
             ) as response:
-                payload = await response.read()
-                if response.status != 401 or attempt:
-                    return response.status, payload
-        raise AssertionError("unreachable")
+                status, payload = response.status, await response.read()
+            if status != 401:
+                break
+        return status, payload
 
     @contextlib.asynccontextmanager
     async def stream(
@@ -246,7 +244,7 @@ class Kube:
         raise_for(status, f"delete {plural} of tfjob uid {job_uid} in {namespace}", payload)
         return [
             (str(item["metadata"]["name"]), str(item["metadata"]["uid"]))
-            for item in json.loads(payload).get("items") or []
+            for item in orjson.loads(payload).get("items") or []
         ]
 
     async def delete_job(self, namespace: str, name: str, uid: str) -> bool:
@@ -273,7 +271,7 @@ class Kube:
         if status in (404, 409):
             return None
         raise_for(status, f"patch status of tfjob {namespace}/{name}", payload)
-        return str(json.loads(payload)["metadata"]["resourceVersion"])
+        return str(orjson.loads(payload)["metadata"]["resourceVersion"])
 
     async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
         status, payload = await self.api.send(

@@ -17,7 +17,6 @@ objects were deleted while the watch was down.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 from collections.abc import Callable, Iterable, Mapping
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
 import aiohttp
+import orjson
 
 from .kube import Api, ApiError, collection_path, raise_for
 
@@ -156,7 +156,7 @@ class Watch(Generic[T]):
                 "GET", self.path, params=params, limit_seconds=120
             )
             raise_for(status, f"list {self.describe}", payload)
-            page = json.loads(payload)
+            page = orjson.loads(payload)
             entries.extend(e for e in map(self.read, page.get("items") or []) if e is not None)
             metadata = page.get("metadata") or {}
             token = metadata.get("continue") or ""
@@ -187,7 +187,7 @@ class Watch(Generic[T]):
                     *lines, pending = (pending + chunk).split(b"\n")
                     for line in lines:
                         if line:
-                            gone, version = self._apply(json.loads(line), version)
+                            gone, version = self._apply(orjson.loads(line), version)
                             if gone:
                                 return
             self.restarted("resume")
@@ -200,7 +200,7 @@ class Watch(Generic[T]):
             if body.get("code") == 410:
                 return True, version
             code = int(body.get("code") or 500)
-            raise ApiError(code, f"watch {self.describe}", json.dumps(body).encode())
+            raise ApiError(code, f"watch {self.describe}", orjson.dumps(body))
         version = str((body.get("metadata") or {}).get("resourceVersion") or version)
         if kind == "BOOKMARK":
             return False, version
