@@ -11,8 +11,8 @@ import asyncio
 import logging
 import signal
 import socket
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from .api import LABEL_JOB_NAME, PLURAL
 from .connection import load_connection
@@ -21,10 +21,11 @@ from .decide import JobView
 from .endpoints import Endpoints
 from .kube import TFJOBS_PATH, Api, Kube
 from .metrics import Metrics
-from .observe import PodObservation, ServiceObservation, observe_pod, observe_service
+from .observe import observe_pod, observe_service
 from .watchcache import JobKey, Resource, Store, Watch
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def read_job(body: Mapping[str, Any]) -> tuple[str, JobKey, JobView]:
@@ -32,20 +33,19 @@ def read_job(body: Mapping[str, Any]) -> tuple[str, JobKey, JobView]:
     return job.ref.uid, (job.ref.namespace, job.ref.name), job
 
 
-def read_pod(body: Mapping[str, Any]) -> tuple[str, JobKey, PodObservation] | None:
-    metadata = body["metadata"]
-    job_name = (metadata.get("labels") or {}).get(LABEL_JOB_NAME)
-    if job_name is None:
-        return None
-    return metadata["uid"], (metadata["namespace"], job_name), observe_pod(body)
+def child_reader(
+    observe: Callable[[Mapping[str, Any]], T],
+) -> Callable[[Mapping[str, Any]], tuple[str, JobKey, T] | None]:
+    """Reads a pod or service into its record, filed under the job its label names."""
 
+    def read(body: Mapping[str, Any]) -> tuple[str, JobKey, T] | None:
+        metadata = body["metadata"]
+        job_name = (metadata.get("labels") or {}).get(LABEL_JOB_NAME)
+        if job_name is None:
+            return None
+        return metadata["uid"], (metadata["namespace"], job_name), observe(body)
 
-def read_service(body: Mapping[str, Any]) -> tuple[str, JobKey, ServiceObservation] | None:
-    metadata = body["metadata"]
-    job_name = (metadata.get("labels") or {}).get(LABEL_JOB_NAME)
-    if job_name is None:
-        return None
-    return metadata["uid"], (metadata["namespace"], job_name), observe_service(body)
+    return read
 
 
 class _StartGate:
@@ -100,7 +100,7 @@ async def run_operator(
                 Resource("pods", label_selector=LABEL_JOB_NAME),
                 scope,
                 caches.pods,
-                read_pod,
+                child_reader(observe_pod),
                 gate.changed,
             ),
             Watch(
@@ -108,7 +108,7 @@ async def run_operator(
                 Resource("services", label_selector=LABEL_JOB_NAME),
                 scope,
                 caches.services,
-                read_service,
+                child_reader(observe_service),
                 gate.changed,
             ),
         ]
