@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import yaml
 
 from . import render_command, scaffold
+from .limits import CONCURRENT_RECONCILES, MAX_IN_FLIGHT
 from .spec import InvalidSpec
 
 
@@ -45,13 +46,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument(
         "--max-in-flight",
         type=int,
-        default=32,
+        default=MAX_IN_FLIGHT,
         help="most concurrent write requests to the API server",
     )
     run.add_argument(
         "--concurrent-reconciles",
         type=int,
-        default=32,
+        default=CONCURRENT_RECONCILES,
         help="most TFJobs reconciled at once (their writes then share --max-in-flight)",
     )
     run.add_argument("--verbose", action="store_true", help="debug logging")

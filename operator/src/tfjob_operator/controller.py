@@ -4,7 +4,8 @@ The watch caches (watchcache.py) hold every TFJob, pod and service the operator 
 the controller starts only once each has been filled from a full listing, so after a
 restart the operator knows every child that exists before it creates one. A change only
 wakes the job's worker: one asyncio task per TFJob that reconciles from the caches, one
-reconcile at a time, so a burst of pod events costs one reconcile, not one per event.
+reconcile at a time, so a burst of pod events costs one reconcile, not one per event. At
+most `concurrent_reconciles` jobs reconcile at once.
 
 Everything the controller does to the cluster goes through `Writes`, and every moment it
 reads comes from `Clock`: tests drive it with fakes of both.
@@ -26,6 +27,7 @@ from . import timeutil
 from .decide import Deletion, JobView, Plan, decide
 from .events import NORMAL, WARNING, Event, event_object
 from .kube import ApiError
+from .limits import CONCURRENT_RECONCILES
 from .mergepatch import merge_patch
 from .metrics import Metrics
 from .observe import PodObservation, ServiceObservation
@@ -43,9 +45,6 @@ EXPECTATION_TTL_SECONDS: Final = 30.0
 MAX_KEPT_IN_COLLECTION_DELETE: Final = 50
 #: A clean-up that failed is decided again after this long.
 CLEANUP_RETRY_SECONDS: Final = 5.0
-#: Jobs reconciled at once by default. More would only queue their writes (and hold their
-#: rendered children in memory) behind the API server's throughput.
-CONCURRENT_RECONCILES: Final = 32
 #: Progress (see status.py) waits at most this long, so that one write carries the pod
 #: counts and conditions of a busy second instead of one write per watch event.
 PROGRESS_WRITE_DELAY_SECONDS: Final = 2.0

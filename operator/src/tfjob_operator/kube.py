@@ -28,6 +28,7 @@ import orjson
 
 from .api import FIELD_MANAGER, GROUP, LABEL_CONTROLLER_UID, PLURAL, VERSION
 from .connection import Connection
+from .limits import MAX_IN_FLIGHT
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ class _Slots:
 class Api:
     """Requests to one API server with the operator's credentials."""
 
-    def __init__(self, connection: Connection, max_in_flight: int = 32) -> None:
+    def __init__(self, connection: Connection, max_in_flight: int = MAX_IN_FLIGHT) -> None:
         self.connection = connection
         self._slots = _Slots(max_in_flight)
         self._session: aiohttp.ClientSession | None = None
