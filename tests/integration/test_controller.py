@@ -40,7 +40,9 @@ def test_chief_success_completes_and_deletes_running_workers(tfjobs: TFJobs) -> 
     pods = tfjobs.wait_pods("chief-ok", lambda p: len(p) == 1, "only the chief's pod left")
     assert pods[0].metadata.name == "chief-ok-chief-0"
     assert pods[0].status.phase == "Succeeded"
-    events = tfjobs.events("chief-ok")
+    events = tfjobs.wait_events(
+        "chief-ok", ["SuccessfulCreatePod", "SuccessfulDeletePod", "TFJobSucceeded"]
+    )
     created = [e.message for e in events if e.reason == "SuccessfulCreatePod"]
     assert created == ["Created pods chief-ok-chief-0, chief-ok-worker-0, chief-ok-worker-1"]
     deleted = [e.message for e in events if e.reason == "SuccessfulDeletePod"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -117,6 +117,19 @@ class TFJobs:
             field_selector=f"involvedObject.kind=TFJob,involvedObject.name={name}",
         ).items
         return items
+
+    def wait_events(
+        self, name: str, reasons: Sequence[str], timeout: float = 30
+    ) -> list[client.CoreV1Event]:
+        """The job's events once every one of `reasons` is among them: the operator posts
+        events in the background, after the writes they report."""
+        return self._poll(
+            name,
+            lambda: self.events(name),
+            lambda events: set(reasons) <= {e.reason for e in events},
+            f"events {', '.join(reasons)}",
+            timeout,
+        )
 
     def event_reasons(self, name: str) -> list[str]:
         return [e.reason for e in self.events(name)]

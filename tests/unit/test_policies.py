@@ -97,7 +97,8 @@ def test_progress_is_not_a_decision_but_a_restart_or_an_outcome_is() -> None:
         "activeReplicas": 3,
     }
     assert not records_a_decision({}, created)
-    assert not records_a_decision(created, running)
+    assert records_a_decision(created, running)  # the Running transition is never held back
+    assert not records_a_decision(running, {**running, "activeReplicas": 2})
     assert records_a_decision(running, {**running, "restartCount": 1})
     assert records_a_decision(running, {**running, "replicaGenerations": {"worker-0": 1}})
     succeeded = {**running, "replicaStatuses": {"Worker": {"succeededIndexes": [0]}}}

@@ -3,7 +3,7 @@
 A status change records either a decision or progress. Decisions (a terminal condition,
 a restart's count and replica generations, a suspension, the indexes that succeeded) are
 written before any child is touched, because a restarted operator must find them. Progress
-(the Created and Running conditions, pod counts, startTime) can be written a moment late:
+(the Created condition, pod counts, startTime) can be written a moment late:
 the controller folds the progress of a busy second into one write.
 """
 
@@ -16,8 +16,9 @@ from .api import LABEL_JOB_NAME, LABEL_REPLICA_TYPE, ConditionType, ReplicaType
 from .observe import PodObservation
 from .spec import Replica
 
-#: Conditions that report progress; a change of any other condition is a decision.
-_PROGRESS_CONDITIONS = frozenset({ConditionType.CREATED.value, ConditionType.RUNNING.value})
+#: Conditions that report progress; a change of any other condition is written at once
+#: (Running too: a job that finishes within the delay must still be seen running).
+_PROGRESS_CONDITIONS = frozenset({ConditionType.CREATED.value})
 
 
 def replica_statuses(
