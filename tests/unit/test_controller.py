@@ -63,6 +63,8 @@ class FakeWrites:
         self.refuse_create: ApiError | None = None
         self.refuse_delete: ApiError | None = None
         self.events: list[Mapping[str, Any]] = []
+        #: Whether each status write was sent as a decision (ahead of other jobs' writes).
+        self.decisions: list[bool] = []
 
     async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> bool:
         return self._create("pod", body)
@@ -104,9 +106,16 @@ class FakeWrites:
         return True
 
     async def patch_status(
-        self, namespace: str, name: str, resource_version: str, patch: Mapping[str, Any]
+        self,
+        namespace: str,
+        name: str,
+        resource_version: str,
+        patch: Mapping[str, Any],
+        *,
+        decision: bool,
     ) -> str | None:
         self.calls.append(("patch status", resource_version))
+        self.decisions.append(decision)
         if self.conflict:
             return None
         self.version += 1
@@ -181,6 +190,7 @@ def test_a_new_job_gets_its_children_and_its_progress_a_moment_later() -> None:
     harness.clock.seconds += PROGRESS_WRITE_DELAY_SECONDS
     harness.reconcile()
     assert harness.calls("patch status") == [("patch status", "1")]
+    assert harness.writes.decisions == [False]  # progress: behind other jobs' children
     reasons = [e["reason"] for e in harness.writes.events]
     assert sorted(reasons) == ["SuccessfulCreatePod", "SuccessfulCreateService"]
     event = harness.writes.events[0]
@@ -220,6 +230,7 @@ def test_success_is_written_before_the_clean_up_which_goes_in_one_request_per_ki
     harness.reconcile()
     verbs = [c[0] for c in harness.writes.calls]
     assert verbs[0] == "patch status"
+    assert harness.writes.decisions[-1] is True  # ahead of every other job's writes
     # The chief's own pod is not running any more and is kept; so is its service.
     assert harness.calls("deletecollection pods") == [("deletecollection pods", "mnist-chief-0")]
     assert harness.calls("deletecollection services") == [

@@ -9,7 +9,7 @@ from tfjob_operator.api import RestartPolicy
 from tfjob_operator.failure_policy import is_retryable, past_backoff_limit, restart_group
 from tfjob_operator.observe import Failure
 from tfjob_operator.spec import JobSpec, parse_spec
-from tfjob_operator.status import records_a_decision
+from tfjob_operator.status import StatusWrite, status_write
 from tfjob_operator.success_policy import leader_succeeded
 from tfjob_operator.tfconfig import cluster_digest, job_configs, tf_config
 
@@ -89,22 +89,28 @@ def condition(kind: str, status: str, reason: str) -> dict[str, str]:
     return {"type": kind, "status": status, "reason": reason}
 
 
-def test_progress_is_not_a_decision_but_a_restart_or_an_outcome_is() -> None:
+def test_progress_waits_the_running_transition_does_not_and_a_restart_or_outcome_decides() -> None:
     created = {"conditions": [condition("Created", "True", "TFJobCreated")]}
     running = {
         "conditions": [*created["conditions"], condition("Running", "True", "TFJobRunning")],
         "replicaStatuses": {"Worker": {"active": 3, "succeededIndexes": []}},
         "activeReplicas": 3,
     }
-    assert not records_a_decision({}, created)
-    assert records_a_decision(created, running)  # the Running transition is never held back
-    assert not records_a_decision(running, {**running, "activeReplicas": 2})
-    assert records_a_decision(running, {**running, "restartCount": 1})
-    assert records_a_decision(running, {**running, "replicaGenerations": {"worker-0": 1}})
+    assert status_write({}, created) is StatusWrite.PROGRESS
+    assert status_write(created, running) is StatusWrite.TRANSITION
+    assert status_write(running, {**running, "activeReplicas": 2}) is StatusWrite.PROGRESS
+    assert status_write(running, {**running, "restartCount": 1}) is StatusWrite.DECISION
+    generations = {**running, "replicaGenerations": {"worker-0": 1}}
+    assert status_write(running, generations) is StatusWrite.DECISION
     succeeded = {**running, "replicaStatuses": {"Worker": {"succeededIndexes": [0]}}}
-    assert records_a_decision(running, succeeded)
+    assert status_write(running, succeeded) is StatusWrite.DECISION
     failed = {"conditions": [condition("Failed", "True", "ReplicaFailed")]}
-    assert records_a_decision(created, failed)
+    assert status_write(created, failed) is StatusWrite.DECISION
+    stopped = {
+        **running,
+        "conditions": [*created["conditions"], condition("Running", "False", "Restarting")],
+    }
+    assert status_write(running, stopped) is StatusWrite.TRANSITION
 
 
 @pytest.mark.parametrize(

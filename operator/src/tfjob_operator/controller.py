@@ -31,6 +31,7 @@ from .limits import CONCURRENT_RECONCILES
 from .mergepatch import merge_patch
 from .metrics import Metrics
 from .observe import PodObservation, ServiceObservation
+from .status import StatusWrite
 from .watchcache import JobKey, Store
 
 logger = logging.getLogger(__name__)
@@ -60,7 +61,13 @@ class Writes(Protocol):
     ) -> list[tuple[str, str]]: ...
     async def delete_job(self, namespace: str, name: str, uid: str) -> bool: ...
     async def patch_status(
-        self, namespace: str, name: str, resource_version: str, patch: Mapping[str, Any]
+        self,
+        namespace: str,
+        name: str,
+        resource_version: str,
+        patch: Mapping[str, Any],
+        *,
+        decision: bool,
     ) -> str | None: ...
     async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None: ...
 
@@ -207,6 +214,7 @@ class Controller:
                 job.ref.name,
                 job.resource_version,
                 merge_patch(job.status, plan.status),
+                decision=plan.status_write is StatusWrite.DECISION,
             )
             if written is None:
                 return CONFLICT_RETRY_SECONDS
@@ -243,7 +251,7 @@ class Controller:
         if plan.status is None:
             self._progress_since.pop(key, None)
             return
-        if plan.status_is_decision:
+        if plan.status_write is not StatusWrite.PROGRESS:
             return
         now = self.clock.monotonic()
         wait = self._progress_since.setdefault(key, now) + PROGRESS_WRITE_DELAY_SECONDS - now

@@ -93,9 +93,9 @@ class Plan:
     delete_job: bool = False
     #: Restarts of the job this decision counted (written to the status first).
     restarts: int = 0
-    #: The new status records a decision: written before any child is touched. Otherwise
-    #: it only reports progress, which the controller may write a moment later.
-    status_is_decision: bool = False
+    #: How soon the new status is written: a decision before any child is touched, ahead of
+    #: other jobs' writes; progress a moment later (status.py).
+    status_write: status_of.StatusWrite = status_of.StatusWrite.PROGRESS
 
 
 def decide(
@@ -521,8 +521,10 @@ class _Decision:
             self.plan.status = status
             # An event reports a transition the status records: written with it, or the
             # next decision, reading the old status, would report it again.
-            self.plan.status_is_decision = bool(self.plan.events) or status_of.records_a_decision(
-                previous, status
+            self.plan.status_write = (
+                status_of.StatusWrite.DECISION
+                if self.plan.events
+                else status_of.status_write(previous, status)
             )
         return self.plan
 

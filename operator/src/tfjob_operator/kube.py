@@ -6,10 +6,10 @@ import alone costs more memory than a thousand TFJobs. JSON goes through orjson:
 pod-sized object it parses 2.4x and writes 8x faster than the standard library here, and
 parsing watch events is the largest single cost of the operator (see bench/README.md).
 
-Writes share `max_in_flight` slots, handed out by priority: a status write (a decision)
-goes ahead of the child creates and deletes that act on it, then a finished job's
-clean-up, then events. A burst of finished jobs then reports every job Succeeded before
-it deletes their pods.
+Writes share `max_in_flight` slots, handed out by priority: a status write that records a
+decision goes ahead of the child creates and deletes that act on it, then a status that
+reports progress, then a finished job's clean-up, then events. A burst of finished jobs
+then reports every job Succeeded before it deletes their pods.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import contextlib
 import heapq
 import itertools
 import logging
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from enum import IntEnum
 from typing import Any, Final
 
@@ -69,9 +69,15 @@ def raise_for(status: int, what: str, payload: bytes) -> None:
 class Priority(IntEnum):
     STATUS = 0
     CHILD = 1
-    CLEANUP = 2
-    EVENT = 3
+    PROGRESS = 2
+    CLEANUP = 3
+    EVENT = 4
 
+
+#: Background writes (clean-up, events) wait while a decision is being written, at most
+#: this long: a burst of finished jobs is reported before the API server spends itself on
+#: deleting their pods, and a steady stream of decisions cannot starve the background.
+BACKGROUND_WAIT_SECONDS: Final = 5.0
 
 #: Collection deletes (a finished job's clean-up) in flight at most: each makes the API
 #: server delete many objects, and a burst of them would delay the status writes that
@@ -114,12 +120,37 @@ class _Slots:
         self._free += 1
 
 
+class _Decisions:
+    """Counts the decision writes queued or in flight; background writes wait for none."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._none = asyncio.Event()
+        self._none.set()
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        self._count += 1
+        self._none.clear()
+        try:
+            yield
+        finally:
+            self._count -= 1
+            if self._count == 0:
+                self._none.set()
+
+    async def none_for_up_to(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._none.wait(), seconds)
+
+
 class Api:
     """Requests to one API server with the operator's credentials."""
 
     def __init__(self, connection: Connection, max_in_flight: int = MAX_IN_FLIGHT) -> None:
         self.connection = connection
         self._slots = _Slots(max_in_flight)
+        self._decisions = _Decisions()
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -148,6 +179,14 @@ class Api:
     ) -> tuple[int, bytes]:
         """A write: waits for a slot, returns the status code and the raw answer."""
         data = orjson.dumps(body) if body is not None else None
+        if priority is Priority.STATUS:
+            with self._decisions.writing():
+                async with self._slots.hold(priority):
+                    return await self.request(
+                        method, path, data=data, params=params, type_=content_type
+                    )
+        if priority >= Priority.CLEANUP:
+            await self._decisions.none_for_up_to(BACKGROUND_WAIT_SECONDS)
         async with self._slots.hold(priority):
             return await self.request(method, path, data=data, params=params, type_=content_type)
 
@@ -253,9 +292,18 @@ class Kube:
         return await self._delete(path, name, uid, "tfjob")
 
     async def patch_status(
-        self, namespace: str, name: str, resource_version: str, patch: Mapping[str, Any]
+        self,
+        namespace: str,
+        name: str,
+        resource_version: str,
+        patch: Mapping[str, Any],
+        *,
+        decision: bool,
     ) -> str | None:
         """Merge-patches the TFJob's status if it is still at `resource_version`.
+
+        A `decision` goes ahead of every other write; a status that only reports progress
+        goes behind other jobs' children, so that it never slows their creation.
 
         Returns the resourceVersion after the write; None means the object changed since
         the decision was made (HTTP 409) or is gone: the caller decides again from the
@@ -267,7 +315,7 @@ class Kube:
             body={"metadata": {"resourceVersion": resource_version}, "status": patch},
             params={"fieldManager": FIELD_MANAGER},
             content_type=MERGE_PATCH,
-            priority=Priority.STATUS,
+            priority=Priority.STATUS if decision else Priority.PROGRESS,
         )
         if status in (404, 409):
             return None

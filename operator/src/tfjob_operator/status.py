@@ -1,24 +1,34 @@
-"""The TFJob's status, built from a decision, and which changes to it cannot wait.
+"""The TFJob's status, built from a decision, and how soon a change to it is written.
 
-A status change records either a decision or progress. Decisions (a terminal condition,
-a restart's count and replica generations, a suspension, the indexes that succeeded) are
-written before any child is touched, because a restarted operator must find them. Progress
-(the Created condition, pod counts, startTime) can be written a moment late:
-the controller folds the progress of a busy second into one write.
+A status change records a decision, a transition or progress. Decisions (a terminal
+condition, a restart's count and replica generations, a suspension, the indexes that
+succeeded) are written before any child is touched, because a restarted operator must find
+them, and ahead of other jobs' writes. The Running transition is written at once too (a job
+that finishes a moment later must still be seen running), but behind other jobs' children:
+it decides nothing. Progress (the Created condition, pod counts, startTime) can be written a
+moment late: the controller folds the progress of a busy second into one write.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from enum import Enum
 from typing import Any
 
 from .api import LABEL_JOB_NAME, LABEL_REPLICA_TYPE, ConditionType, ReplicaType
 from .observe import PodObservation
 from .spec import Replica
 
-#: Conditions that report progress; a change of any other condition is written at once
-#: (Running too: a job that finishes within the delay must still be seen running).
-_PROGRESS_CONDITIONS = frozenset({ConditionType.CREATED.value})
+#: Conditions whose change decides nothing (see the module docstring).
+_PROGRESS_CONDITIONS = frozenset({ConditionType.CREATED.value, ConditionType.RUNNING.value})
+
+
+class StatusWrite(Enum):
+    """How soon a status change is written (see the module docstring)."""
+
+    DECISION = "decision"
+    TRANSITION = "transition"
+    PROGRESS = "progress"
 
 
 def replica_statuses(
@@ -66,9 +76,20 @@ def totals(statuses: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
     }
 
 
-def records_a_decision(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Whether going from `old` to `new` changes more than progress."""
-    return _decisions(old) != _decisions(new)
+def status_write(old: Mapping[str, Any], new: Mapping[str, Any]) -> StatusWrite:
+    """How soon going from `old` to `new` must be written."""
+    if _decisions(old) != _decisions(new):
+        return StatusWrite.DECISION
+    if _running(old) != _running(new):
+        return StatusWrite.TRANSITION
+    return StatusWrite.PROGRESS
+
+
+def _running(status: Mapping[str, Any]) -> object:
+    """The Running condition's status, or None without one."""
+    conditions = status.get("conditions") or []
+    running = ConditionType.RUNNING.value
+    return next((c.get("status") for c in conditions if c.get("type") == running), None)
 
 
 def _decisions(status: Mapping[str, Any]) -> tuple[Any, ...]:

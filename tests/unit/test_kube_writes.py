@@ -1,0 +1,116 @@
+"""The order in which the operator's writes reach the API server.
+
+The API server is an aiohttp server on a local port that holds every request until the
+test lets it through, so the real HTTP client code runs and the order is the server's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from tfjob_operator.connection import Connection, TokenSource
+from tfjob_operator.kube import Api, Kube
+
+pytestmark = pytest.mark.unit
+
+Scenario = Callable[[Kube, "HoldingServer"], Awaitable[None]]
+
+
+class HoldingServer:
+    """Answers each request once `release` is set; `arrived` lists them as they come."""
+
+    def __init__(self) -> None:
+        self.arrived: list[str] = []
+        self.release = asyncio.Event()
+        self._arrival = asyncio.Condition()
+
+    async def handle(self, request: web.Request) -> web.Response:
+        async with self._arrival:
+            self.arrived.append(f"{request.method} {request.path.rsplit('/', 1)[-1]}")
+            self._arrival.notify_all()
+        await self.release.wait()
+        body: dict[str, Any] = {"metadata": {"name": "x", "uid": "u", "resourceVersion": "2"}}
+        if request.method == "DELETE":
+            body = {"items": []}
+        return web.json_response(body, status=201 if request.method == "POST" else 200)
+
+    async def until_arrived(self, count: int) -> None:
+        async with self._arrival:
+            await self._arrival.wait_for(lambda: len(self.arrived) >= count)
+
+
+def run(scenario: Scenario, max_in_flight: int) -> HoldingServer:
+    server = HoldingServer()
+
+    async def main() -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", server.handle)
+        async with TestServer(app) as test_server:
+            connection = Connection(
+                server=str(test_server.make_url("")).rstrip("/"),
+                ssl_context=False,
+                tokens=TokenSource(token="secret"),
+            )
+            api = Api(connection, max_in_flight=max_in_flight)
+            try:
+                await asyncio.wait_for(scenario(Kube(api), server), 10)
+            finally:
+                await api.close()
+
+    asyncio.run(main())
+    return server
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}}
+
+
+def test_queued_writes_go_decisions_first_then_children_then_progress_then_events() -> None:
+    async def scenario(kube: Kube, server: HoldingServer) -> None:
+        first = asyncio.create_task(kube.create_pod("ml", pod("first")))
+        await server.until_arrived(1)  # the only slot is taken: the rest queue
+        queued = [
+            kube.create_event("ml", {"reason": "event"}),
+            kube.patch_status("ml", "progress", "1", {}, decision=False),
+            kube.create_pod("ml", pod("child")),
+            kube.patch_status("ml", "decision", "1", {}, decision=True),
+        ]
+        tasks = [asyncio.create_task(call) for call in queued]
+        await asyncio.sleep(0.1)
+        server.release.set()
+        await asyncio.gather(first, *tasks)
+
+    server = run(scenario, max_in_flight=1)
+    assert server.arrived == [
+        "POST pods",
+        "PATCH status",  # the decision
+        "POST pods",
+        "PATCH status",  # progress
+        "POST events",
+    ]
+
+
+def test_clean_up_and_events_wait_while_a_decision_is_in_flight() -> None:
+    async def scenario(kube: Kube, server: HoldingServer) -> None:
+        decision = asyncio.create_task(kube.patch_status("ml", "job", "1", {}, decision=True))
+        await server.until_arrived(1)
+        background = [
+            asyncio.create_task(kube.delete_collection("ml", "pods", "uid", keep=())),
+            asyncio.create_task(kube.create_event("ml", {"reason": "event"})),
+        ]
+        child = asyncio.create_task(kube.create_pod("ml", pod("child")))
+        await server.until_arrived(2)
+        await asyncio.sleep(0.2)
+        # Free slots, yet only the child went: the background waits for the decision.
+        assert server.arrived == ["PATCH status", "POST pods"]
+        server.release.set()
+        await asyncio.gather(decision, child, *background)
+
+    server = run(scenario, max_in_flight=8)
+    assert sorted(server.arrived[2:]) == ["DELETE pods", "POST events"]
