@@ -2,20 +2,22 @@
 
 The harness's clients (driver and floor) must cost as little as possible on 2 cores and
 must not hide what the API server does, so this is aiohttp with a client certificate and
-nothing else: no models, no client-side rate limit, no retries. The kubeconfig and the
+nothing else: no models, no client-side rate limit, no retries. JSON goes through orjson,
+as in the operator: the driver parses every pod's watch events, and a slow parse would
+show up as the operator's latency. The kubeconfig and the
 API's errors are read as the operator reads them (tfjob_operator.connection, .kube).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import aiohttp
+import orjson
 
 from tfjob_operator.connection import load_connection
 from tfjob_operator.kube import JSON, ApiError
@@ -74,7 +76,7 @@ class ApiClient:
         content_type: str = JSON,
     ) -> tuple[int, Any]:
         """The status code and the decoded reply, whatever the status."""
-        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        data = None if body is None else orjson.dumps(body)
         async with self.session.request(
             method,
             path,
@@ -84,7 +86,7 @@ class ApiClient:
         ) as reply:
             raw = await reply.read()
             try:
-                decoded: Any = json.loads(raw) if raw else None
+                decoded: Any = orjson.loads(raw) if raw else None
             except ValueError:
                 decoded = raw.decode(errors="replace")
             return reply.status, decoded
@@ -95,7 +97,7 @@ class ApiClient:
         """The decoded reply; raises ApiError unless the status is 2xx."""
         status, reply = await self.send(method, path, body, content_type=content_type)
         if not 200 <= status < 300:
-            raise ApiError(status, f"{method} {path}", json.dumps(reply).encode())
+            raise ApiError(status, f"{method} {path}", orjson.dumps(reply))
         return reply
 
     async def watch(
@@ -134,13 +136,13 @@ class ApiClient:
                 for line in lines:
                     if not line.strip():
                         continue
-                    event = json.loads(line)
+                    event = orjson.loads(line)
                     kind, obj = event["type"], event["object"]
                     if kind == "ERROR":
                         if obj.get("code") == 410:
                             return None
                         code = int(obj.get("code") or 0)
-                        raise ApiError(code, f"WATCH {path}", json.dumps(obj).encode())
+                        raise ApiError(code, f"WATCH {path}", orjson.dumps(obj))
                     version = obj["metadata"]["resourceVersion"]
                     if kind != "BOOKMARK":
                         handler(kind, obj)

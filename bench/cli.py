@@ -72,6 +72,12 @@ def parser() -> argparse.ArgumentParser:
         "--operator-metrics-url",
         help="the operator's Prometheus metrics, recorded beside the API server's count",
     )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="floor and operator phases per N, alternating; the ratio is their median (default 1)",
+    )
     p.add_argument("--nodes", type=int, default=4, help="kwok nodes (default 4)")
     p.add_argument(
         "--floor-concurrency", type=int, default=32, help="floor requests in flight (default 32)"
@@ -120,7 +126,7 @@ def settings_from(args: argparse.Namespace, work_dir: Path) -> Settings:
         check_template(template)
     except OperatorError as error:
         raise UsageError(f"--operator-command: {error}") from None
-    for name in ("nodes", "floor_concurrency", "driver_concurrency"):
+    for name in ("rounds", "nodes", "floor_concurrency", "driver_concurrency"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     if not 1 <= args.nodes <= 64:
@@ -129,6 +135,7 @@ def settings_from(args: argparse.Namespace, work_dir: Path) -> Settings:
         raise UsageError("--timeout must be positive")
     return Settings(
         sizes=sizes,
+        rounds=args.rounds,
         shape=shape,
         api_version=args.api_version,
         crds=tuple(c.resolve() for c in crds),
@@ -171,12 +178,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"state in {work_dir}; results to {json_path}")
     try:
         for size in settings.sizes:
-            say(f"N={size}: floor")
-            floor = run_floor(settings, size, say)
-            say(f"N={size}: operator")
-            operator = run_operator(settings, size, say)
-            runs.append(report.run_entry(size, floor, operator))
-            _write(json_path, report.document(settings, started, runs))
+            for round_ in range(1, settings.rounds + 1):
+                of = f" (round {round_} of {settings.rounds})" if settings.rounds > 1 else ""
+                say(f"N={size}: floor{of}")
+                floor = run_floor(settings, size, round_, say)
+                say(f"N={size}: operator{of}")
+                operator = run_operator(settings, size, round_, say)
+                runs.append(report.run_entry(size, round_, floor, operator))
+                _write(json_path, report.document(settings, started, runs))
     except (Exception, KeyboardInterrupt) as error:
         _write(json_path, report.document(settings, started, runs, error=repr(error)))
         say(f"failed: {error}")

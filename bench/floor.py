@@ -29,11 +29,16 @@ class FloorError(RuntimeError):
     pass
 
 
-def run_floor(settings: Settings, size: int, say: Callable[[str], None]) -> dict[str, Any]:
+def run_floor(
+    settings: Settings, size: int, round_: int, say: Callable[[str], None]
+) -> dict[str, Any]:
     names = job_names(size)
     objects = list(floor_objects(NAMESPACE, names, settings.shape))
     with BenchCluster(
-        settings.state_dir("floor", size), crds=list(settings.crds), nodes=settings.nodes, say=say
+        settings.state_dir("floor", size, round_),
+        crds=list(settings.crds),
+        nodes=settings.nodes,
+        say=say,
     ) as cluster:
         meter = Meter(cluster.component_pids())
         say(f"floor: creating {len(objects)} objects, {settings.floor_concurrency} in flight")

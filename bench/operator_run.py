@@ -63,8 +63,10 @@ class Moments:
     succeeded_at: dict[str, float]
 
 
-def run_operator(settings: Settings, size: int, say: Callable[[str], None]) -> dict[str, Any]:
-    state_dir = settings.state_dir("operator", size)
+def run_operator(
+    settings: Settings, size: int, round_: int, say: Callable[[str], None]
+) -> dict[str, Any]:
+    state_dir = settings.state_dir("operator", size, round_)
     with BenchCluster(
         state_dir, crds=list(settings.crds), nodes=settings.nodes, say=say
     ) as cluster:

@@ -6,6 +6,7 @@ import datetime
 import importlib.metadata
 import os
 import platform
+import statistics
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,7 @@ def _git_state() -> dict[str, Any]:
 def settings_dict(settings: Settings) -> dict[str, Any]:
     return {
         "sizes": list(settings.sizes),
+        "rounds": settings.rounds,
         "replicas": settings.shape.as_dict(),
         "replicas_per_job": settings.shape.replicas_per_job,
         "api_version": settings.api_version,
@@ -87,7 +89,7 @@ def document(
         "started": started.isoformat(timespec="seconds"),
         "finished": finished.isoformat(timespec="seconds"),
         "wall_seconds": round((finished - started).total_seconds(), 1),
-        "complete": error is None and len(runs) == len(settings.sizes),
+        "complete": error is None and len(runs) == len(settings.sizes) * settings.rounds,
         "error": error,
         "machine": machine(),
         "software": software(),
@@ -96,10 +98,13 @@ def document(
     }
 
 
-def run_entry(size: int, floor: dict[str, Any], operator: dict[str, Any]) -> dict[str, Any]:
+def run_entry(
+    size: int, round_: int, floor: dict[str, Any], operator: dict[str, Any]
+) -> dict[str, Any]:
     ratio = operator["create_seconds"] / floor["create_seconds"]
     return {
         "n": size,
+        "round": round_,
         "ratio_to_floor": round(ratio, 2),
         "floor": floor,
         "operator": operator,
@@ -126,7 +131,30 @@ def table(doc: dict[str, Any]) -> str:
             f"| {op['process']['peak_rss_mib']:.0f} MiB "
             f"| {op['process']['cpu_seconds_after_ready']:.1f} s |"
         )
+    by_size = ratios_by_size(doc["runs"])
+    if any(len(ratios) > 1 for ratios in by_size.values()):
+        lines.append("")
+        lines.append(
+            "Median ratio over the rounds: "
+            + "; ".join(
+                f"N={n} {statistics.median(ratios):.2f}x "
+                f"({min(ratios):.2f}-{max(ratios):.2f}x, {_rounds(len(ratios))})"
+                for n, ratios in by_size.items()
+            )
+        )
     return "\n".join(lines)
+
+
+def _rounds(count: int) -> str:
+    return f"{count} round" if count == 1 else f"{count} rounds"
+
+
+def ratios_by_size(runs: list[dict[str, Any]]) -> dict[int, list[float]]:
+    """N -> the creation ratio of each of its rounds."""
+    ratios: dict[int, list[float]] = {}
+    for run in runs:
+        ratios.setdefault(run["n"], []).append(run["ratio_to_floor"])
+    return ratios
 
 
 def header(doc: dict[str, Any]) -> str:

@@ -12,6 +12,9 @@ from bench.shape import Shape
 @dataclass(frozen=True)
 class Settings:
     sizes: tuple[int, ...]
+    #: Floor and operator phases per size, alternating: the machine's speed drifts, and
+    #: the median of the rounds' ratios is steadier than one round's.
+    rounds: int
     shape: Shape
     api_version: str
     crds: tuple[Path, ...]
@@ -33,5 +36,5 @@ class Settings:
     def version(self) -> str:
         return self.api_version.partition("/")[2]
 
-    def state_dir(self, phase: str, size: int) -> Path:
-        return self.work_dir / f"{phase}-n{size}"
+    def state_dir(self, phase: str, size: int, round_: int) -> Path:
+        return self.work_dir / f"{phase}-n{size}-r{round_}"

@@ -186,21 +186,36 @@ def test_server_and_operator_metrics_are_read_by_name() -> None:
     assert promtext.counters(None, "tfjob_operator_") == {}
 
 
-def test_table_has_a_row_per_run_with_the_ratio() -> None:
+def entry(size: int, round_: int, floor_seconds: float, operator_seconds: float) -> dict[str, Any]:
     latency = {"p50": 0.5, "p99": 0.9}
-    run = report.run_entry(
-        10,
-        {"objects": 140, "create_seconds": 2.0},
+    return report.run_entry(
+        size,
+        round_,
+        {"objects": 140, "create_seconds": floor_seconds},
         {
-            "create_seconds": 3.0,
+            "create_seconds": operator_seconds,
             "create_to_pods_seconds": latency,
             "exit_to_succeeded_seconds": latency,
             "requests": {"per_job": 60.0, "writes_per_job": 59.5},
             "process": {"peak_rss_mib": 150.0, "cpu_seconds_after_ready": 4.25},
         },
     )
+
+
+def test_table_has_a_row_per_run_with_the_ratio() -> None:
+    run = entry(10, 1, 2.0, 3.0)
     assert run["ratio_to_floor"] == 1.5
     lines = report.table({"runs": [run]}).splitlines()
     assert len(lines) == 3
     assert lines[2].startswith("| 10 | 140 | 2.00 s | 3.00 s | 1.50x |")
     assert "60.0 (59.5)" in lines[2]
+
+
+def test_rounds_of_one_size_end_the_table_with_their_median_ratio() -> None:
+    runs = [entry(10, 1, 2.0, 3.0), entry(10, 2, 2.0, 4.0), entry(10, 3, 4.0, 4.0)]
+    lines = report.table({"runs": [*runs, entry(20, 1, 1.0, 1.0)]}).splitlines()
+    assert len(lines) == 8
+    assert lines[-1] == (
+        "Median ratio over the rounds: N=10 1.50x (1.00-2.00x, 3 rounds); "
+        "N=20 1.00x (1.00-1.00x, 1 round)"
+    )
