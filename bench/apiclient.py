@@ -4,8 +4,8 @@ The harness's clients (driver and floor) must cost as little as possible on 2 co
 must not hide what the API server does, so this is aiohttp with a client certificate and
 nothing else: no models, no client-side rate limit, no retries. JSON goes through orjson,
 as in the operator: the driver parses every pod's watch events, and a slow parse would
-show up as the operator's latency. The kubeconfig and the
-API's errors are read as the operator reads them (tfjob_operator.connection, .kube).
+show up as the operator's latency. The kubeconfig and the API's errors are read as the
+operator reads them (tfjob_operator.connection, .kube).
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ parsing watch events is the largest single cost of the operator (see bench/READM
 
 Writes share `max_in_flight` slots, handed out by priority: a status write that records a
 decision goes ahead of the child creates and deletes that act on it, then a status that
-reports progress, then a finished job's clean-up, then events. A burst of finished jobs
-then reports every job Succeeded before it deletes their pods.
+reports progress, then a finished job's clean-up, then events. Clean-up and events also
+wait while any decision is queued or in flight: a burst of finished jobs then reports
+every job Succeeded before the API server starts deleting their pods.
 """
 
 from __future__ import annotations
