@@ -180,16 +180,16 @@ class Api:
     ) -> tuple[int, bytes]:
         """A write: waits for a slot, returns the status code and the raw answer."""
         data = orjson.dumps(body) if body is not None else None
-        if priority is Priority.STATUS:
-            with self._decisions.writing():
-                async with self._slots.hold(priority):
-                    return await self.request(
-                        method, path, data=data, params=params, type_=content_type
-                    )
         if priority >= Priority.CLEANUP:
             await self._decisions.none_for_up_to(BACKGROUND_WAIT_SECONDS)
-        async with self._slots.hold(priority):
-            return await self.request(method, path, data=data, params=params, type_=content_type)
+        decision = (
+            self._decisions.writing() if priority is Priority.STATUS else contextlib.nullcontext()
+        )
+        with decision:
+            async with self._slots.hold(priority):
+                return await self.request(
+                    method, path, data=data, params=params, type_=content_type
+                )
 
     async def request(
         self,
