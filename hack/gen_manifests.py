@@ -4,8 +4,8 @@ objects: the chart is the one source of the operator's Deployment, RBAC and Serv
     .venv/bin/python hack/gen_manifests.py          # regenerate
     .venv/bin/python hack/gen_manifests.py --check  # exit 1 if manifests/ is out of date
 
-The CRD is not rendered here: hack/gen_crd.py writes it (chart crds/ and its copy in
-manifests/base/crd/).
+The CRDs are not rendered here: hack/gen_crd.py writes them (chart crds/ and files/, and
+their copies in manifests/base/crd/ and manifests/overlays/kubeflow/crd/).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "tfjob-operator"
 BASE = ROOT / "manifests" / "base"
 NAMESPACED = ROOT / "manifests" / "overlays" / "namespaced"
+KUBEFLOW = ROOT / "manifests" / "overlays" / "kubeflow"
 RELEASE = "tfjob-operator"
 NAMESPACE = "tfjob-system"
 #: The namespace whose TFJobs the namespaced overlay runs; users edit it (see its README).
@@ -43,7 +44,12 @@ def render_chart(*values: str) -> list[dict[str, Any]]:
     for value in values:
         args += ["--set", value]
     output = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    objects = [doc for doc in yaml.safe_load_all(output) if doc]
+    # With kubeflow.enabled the chart renders Kubeflow's CRD too; the overlay has its copy.
+    objects = [
+        doc
+        for doc in yaml.safe_load_all(output)
+        if doc and doc["kind"] != "CustomResourceDefinition"
+    ]
     for obj in objects:
         labels = obj["metadata"].get("labels", {})
         labels.pop("helm.sh/chart", None)
@@ -58,6 +64,7 @@ def dump(objects: list[dict[str, Any]]) -> str:
 def expected_files() -> dict[Path, str]:
     everything = render_chart()
     namespaced = render_chart(f"watchNamespaces={{{JOBS_NAMESPACE}}}")
+    kubeflow = render_chart("kubeflow.enabled=true")
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
     jobs_namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": JOBS_NAMESPACE}}
     deployment = next(o for o in everything if o["kind"] == "Deployment")
@@ -75,19 +82,30 @@ def expected_files() -> dict[Path, str]:
             patches=[
                 _delete_patch("ClusterRole", RELEASE),
                 _delete_patch("ClusterRoleBinding", RELEASE),
-                {
-                    "target": {"kind": "Deployment", "name": deployment["metadata"]["name"]},
-                    "patch": yaml.safe_dump(
-                        [
-                            {
-                                "op": "add",
-                                "path": "/spec/template/spec/containers/0/args/-",
-                                "value": f"--namespace={JOBS_NAMESPACE}",
-                            }
-                        ]
-                    ),
-                },
+                _args_patch(deployment, f"--namespace={JOBS_NAMESPACE}"),
             ],
+        ),
+        # The ClusterRole's rules are a list without a merge key: the patch replaces them.
+        KUBEFLOW / "rbac.yaml": dump([o for o in kubeflow if o["kind"] == "ClusterRole"]),
+        KUBEFLOW / "kustomization.yaml": _kustomization(
+            resources=["../../base", "crd/tfjobs.kubeflow.org.yaml"],
+            patches=[{"path": "rbac.yaml"}, _args_patch(deployment, "--kubeflow")],
+        ),
+    }
+
+
+def _args_patch(deployment: dict[str, Any], argument: str) -> dict[str, Any]:
+    """Adds `argument` to the operator's command line."""
+    return {
+        "target": {"kind": "Deployment", "name": deployment["metadata"]["name"]},
+        "patch": yaml.safe_dump(
+            [
+                {
+                    "op": "add",
+                    "path": "/spec/template/spec/containers/0/args/-",
+                    "value": argument,
+                }
+            ]
         ),
     }
 

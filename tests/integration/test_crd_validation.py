@@ -149,6 +149,10 @@ ACCEPTED = [
         ),
     ),
     (
+        "managed-by-another-controller",
+        tfjob(runPolicy={"managedBy": "kueue.x-k8s.io/multikueue"}),
+    ),
+    (
         "exit-code-policy-and-sidecar",
         tfjob(
             {

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from support.tfjobs import TFJobs, shell_replica, tfjob
 
 from tfjob_localcluster.chart import CHART, RELEASE, InstallError, install_operator, run_helm
@@ -92,7 +93,11 @@ def test_kustomize_install_is_accepted_by_the_api_server(kubectl: Any, core_v1: 
             core_v1.create_namespace({"metadata": {"name": name}})
             created.append(name)
     try:
-        for target in ("manifests/", "manifests/overlays/namespaced"):
+        for target in (
+            "manifests/",
+            "manifests/overlays/namespaced",
+            "manifests/overlays/kubeflow",
+        ):
             rendered = kubectl("kustomize", str(ROOT / target)).stdout
             applied = kubectl("apply", "--dry-run=server", "-f", "-", input=rendered).stdout
             assert "deployment.apps/tfjob-operator" in applied, applied
@@ -100,6 +105,19 @@ def test_kustomize_install_is_accepted_by_the_api_server(kubectl: Any, core_v1: 
         namespaced = kubectl("kustomize", str(ROOT / "manifests/overlays/namespaced")).stdout
         assert "kind: ClusterRole\n" not in namespaced
         assert "--namespace=tfjob-jobs" in namespaced
+        kubeflow = list(
+            yaml.safe_load_all(
+                kubectl("kustomize", str(ROOT / "manifests/overlays/kubeflow")).stdout
+            )
+        )
+        crds = sorted(
+            o["metadata"]["name"] for o in kubeflow if o["kind"] == "CustomResourceDefinition"
+        )
+        assert crds == ["tfjobs.kubeflow.org", "tfjobs.tfjob.dev"]
+        (role,) = [o for o in kubeflow if o["kind"] == "ClusterRole"]
+        assert all(r["apiGroups"] == ["tfjob.dev", "kubeflow.org"] for r in role["rules"][:2])
+        (deployment,) = [o for o in kubeflow if o["kind"] == "Deployment"]
+        assert "--kubeflow" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     finally:
         for name in created:
             core_v1.delete_namespace(name, propagation_policy="Background")

@@ -22,14 +22,18 @@ _OPERATOR_KEY = pytest.StashKey[OperatorProcess]()
 @pytest.fixture(scope="session")
 def tfjob_crd(kubectl: Any) -> Path:
     """The TFJob CRD, installed from the chart's crds/ (the one generated file)."""
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    deadline = time.monotonic() + 60
-    while not _established(
-        json.loads(kubectl("get", "crd", "tfjobs.tfjob.dev", "-o", "json").stdout)
-    ):
-        assert time.monotonic() < deadline, "the TFJob CRD was not established in 60s"
-        time.sleep(0.2)
+    install_crd(kubectl, CRD)
     return CRD
+
+
+def install_crd(kubectl: Any, path: Path) -> None:
+    """Applies the CRD in `path` and waits until the API server serves it."""
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+    name = path.name.removesuffix(".yaml")
+    deadline = time.monotonic() + 60
+    while not _established(json.loads(kubectl("get", "crd", name, "-o", "json").stdout)):
+        assert time.monotonic() < deadline, f"the CRD {name} was not established in 60s"
+        time.sleep(0.2)
 
 
 def _established(crd: dict[str, Any]) -> bool:

@@ -256,13 +256,15 @@ REJECTED = [
         )
     ),
     Rejected(
-        "managed-by-kueue",
-        tfjob(runPolicy={"managedBy": "kueue.x-k8s.io/multikueue"}),
+        "managed-by-not-a-controller-name",
+        tfjob(runPolicy={"managedBy": "kueue"}),
         (
             "spec.runPolicy.managedBy: Invalid value",
-            "managedBy kueue.x-k8s.io/multikueue is not supported: it must be "
-            "tfjob.dev/tfjob-operator or unset, no other controller manages tfjob.dev TFJobs",
+            "managedBy kueue is not a controller name: it must be <domain>/<name>, such as "
+            "tfjob.dev/tfjob-operator",
         ),
+        server_only="a job whose managedBy is not this operator's is never parsed: the "
+        "operator leaves it alone",
     ),
     Rejected(
         "unknown-clean-pod-policy",

@@ -63,20 +63,21 @@ def tfjob(name: str, replica_specs: Mapping[str, Any], **spec: Any) -> dict[str,
 class TFJobs:
     """TFJob operations in one namespace."""
 
-    def __init__(self, api_client: client.ApiClient, namespace: str) -> None:
+    def __init__(self, api_client: client.ApiClient, namespace: str, group: str = GROUP) -> None:
         self.namespace = namespace
+        self.group = group
         self.custom = client.CustomObjectsApi(api_client)
         self.core = client.CoreV1Api(api_client)
 
     def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
         created: dict[str, Any] = self.custom.create_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, dict(body)
+            self.group, VERSION, self.namespace, PLURAL, dict(body)
         )
         return created
 
     def get(self, name: str) -> dict[str, Any]:
         found: dict[str, Any] = self.custom.get_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, name
+            self.group, VERSION, self.namespace, PLURAL, name
         )
         return found
 
@@ -91,12 +92,12 @@ class TFJobs:
 
     def patch_spec(self, name: str, spec: Mapping[str, Any]) -> None:
         self.custom.patch_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, name, {"spec": dict(spec)}
+            self.group, VERSION, self.namespace, PLURAL, name, {"spec": dict(spec)}
         )
 
     def delete(self, name: str, propagation: str = "Background") -> None:
         self.custom.delete_namespaced_custom_object(
-            GROUP, VERSION, self.namespace, PLURAL, name, propagation_policy=propagation
+            self.group, VERSION, self.namespace, PLURAL, name, propagation_policy=propagation
         )
 
     def pods(self, name: str) -> list[client.V1Pod]:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tfjob_operator.api import JobRef
 from tfjob_operator.controller import (
     CONFLICT_RETRY_SECONDS,
     EXPECTATION_TTL_SECONDS,
@@ -65,6 +66,7 @@ class FakeWrites:
         self.events: list[Mapping[str, Any]] = []
         #: Whether each status write was sent as a decision (ahead of other jobs' writes).
         self.decisions: list[bool] = []
+        self.patched: list[tuple[JobRef, dict[str, Any]]] = []
 
     async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> bool:
         return self._create("pod", body)
@@ -101,20 +103,20 @@ class FakeWrites:
             if name.startswith(f"{kind}/") and body["metadata"]["name"] not in keep
         ]
 
-    async def delete_job(self, namespace: str, name: str, uid: str) -> bool:
-        self.calls.append(("delete tfjob", name))
+    async def delete_job(self, job: JobRef) -> bool:
+        self.calls.append(("delete tfjob", job.name))
         return True
 
     async def patch_status(
         self,
-        namespace: str,
-        name: str,
+        job: JobRef,
         resource_version: str,
         patch: Mapping[str, Any],
         *,
         decision: bool,
     ) -> str | None:
         self.calls.append(("patch status", resource_version))
+        self.patched.append((job, dict(patch)))
         self.decisions.append(decision)
         if self.conflict:
             return None

@@ -1,4 +1,4 @@
-"""The generated TFJob CRD: committed files up to date, structural, small enough to apply.
+"""The generated TFJob CRDs: committed files up to date, structural, small enough to apply.
 
 The CEL rules themselves are exercised against a real API server in
 tests/integration/test_crd_validation.py; here the generator and its output are checked.
@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tfjob_operator.api import APIS, KUBEFLOW, TFJOB_DEV, TFJobApi
 from tfjob_operator.crd import render, structural
 
 pytestmark = pytest.mark.unit
@@ -28,12 +29,18 @@ REF = structural.REF_PREFIX
 
 
 @pytest.fixture(scope="module")
-def generated() -> tuple[str, dict[str, Any]]:
+def generated_by_api() -> dict[TFJobApi, tuple[str, dict[str, Any]]]:
     version = gen_crd.pinned_kubernetes_version()
     document = gen_crd.read_openapi(str(gen_crd.module_openapi_path(version)))
     label = f"k8s.io/kubernetes@{version} {gen_crd.OPENAPI_IN_MODULE}"
-    text, crd = gen_crd.generate(document, label)
-    return text, crd
+    return {api: gen_crd.generate(document, label, api) for api in APIS}
+
+
+@pytest.fixture(scope="module")
+def generated(
+    generated_by_api: dict[TFJobApi, tuple[str, dict[str, Any]]],
+) -> tuple[str, dict[str, Any]]:
+    return generated_by_api[TFJOB_DEV]
 
 
 @pytest.fixture(scope="module")
@@ -59,12 +66,16 @@ def walk(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
 # -- the committed files ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", gen_crd.OUTPUTS, ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize(
+    ("api", "path"),
+    [(api, path) for api, paths in gen_crd.OUTPUTS.items() for path in paths],
+    ids=lambda p: str(p.relative_to(REPO)) if isinstance(p, Path) else "",
+)
 def test_committed_file_equals_fresh_generation(
-    path: Path, generated: tuple[str, dict[str, Any]]
+    api: TFJobApi, path: Path, generated_by_api: dict[TFJobApi, tuple[str, dict[str, Any]]]
 ) -> None:
     assert path.is_file(), f"{path} is missing: run .venv/bin/python hack/gen_crd.py"
-    assert path.read_text() == generated[0], (
+    assert path.read_text() == generated_by_api[api][0], (
         f"{path.relative_to(REPO)} is out of date: run .venv/bin/python hack/gen_crd.py"
     )
 
@@ -202,6 +213,7 @@ def test_every_rule_has_a_message(schema: dict[str, Any]) -> None:
         "",
         ".spec.tfReplicaSpecs",
         ".spec.tfReplicaSpecs[*]",
+        ".spec.runPolicy",
         ".spec.runPolicy.schedulingPolicy",
         ".spec.runPolicy.managedBy",
         ".spec.enableDynamicWorker",
@@ -219,6 +231,19 @@ def test_crd_names_and_columns(generated: tuple[str, dict[str, Any]]) -> None:
     assert version["subresources"] == {"status": {}}
     columns = [c["name"] for c in version["additionalPrinterColumns"]]
     assert columns == ["State", "Active", "Succeeded", "Restarts", "Age"]
+
+
+def test_kubeflow_crd_is_the_same_api_under_kubeflow_org(
+    generated_by_api: dict[TFJobApi, tuple[str, dict[str, Any]]],
+) -> None:
+    ours, kubeflow = generated_by_api[TFJOB_DEV][1], generated_by_api[KUBEFLOW][1]
+    assert kubeflow["metadata"]["name"] == "tfjobs.kubeflow.org"
+    assert kubeflow["spec"]["group"] == "kubeflow.org"
+    assert kubeflow["spec"]["names"]["kind"] == "TFJob"
+    assert kubeflow["spec"]["names"]["plural"] == "tfjobs"
+    # `kubectl get tfj` keeps meaning tfjob.dev when both CRDs are installed.
+    assert "shortNames" not in kubeflow["spec"]["names"]
+    assert kubeflow["spec"]["versions"] == ours["spec"]["versions"]
 
 
 # -- the converter on small documents ---------------------------------------------------------

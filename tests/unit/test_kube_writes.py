@@ -14,6 +14,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from tfjob_operator.api import JobRef
 from tfjob_operator.connection import Connection, TokenSource
 from tfjob_operator.kube import Api, Kube
 
@@ -77,9 +78,9 @@ def test_queued_writes_go_decisions_first_then_children_then_progress_then_event
         await server.until_arrived(1)  # the only slot is taken: the rest queue
         queued = [
             kube.create_event("ml", {"reason": "event"}),
-            kube.patch_status("ml", "progress", "1", {}, decision=False),
+            kube.patch_status(JobRef("ml", "progress", "u1"), "1", {}, decision=False),
             kube.create_pod("ml", pod("child")),
-            kube.patch_status("ml", "decision", "1", {}, decision=True),
+            kube.patch_status(JobRef("ml", "decision", "u2"), "1", {}, decision=True),
         ]
         tasks = [asyncio.create_task(call) for call in queued]
         await asyncio.sleep(0.1)
@@ -98,7 +99,9 @@ def test_queued_writes_go_decisions_first_then_children_then_progress_then_event
 
 def test_clean_up_and_events_wait_while_a_decision_is_in_flight() -> None:
     async def scenario(kube: Kube, server: HoldingServer) -> None:
-        decision = asyncio.create_task(kube.patch_status("ml", "job", "1", {}, decision=True))
+        decision = asyncio.create_task(
+            kube.patch_status(JobRef("ml", "job", "u1"), "1", {}, decision=True)
+        )
         await server.until_arrived(1)
         background = [
             asyncio.create_task(kube.delete_collection("ml", "pods", "uid", keep=())),

@@ -68,10 +68,6 @@ def test_defaults_match_the_crd() -> None:
             },
             "schedulingPolicy.queue: is not supported yet",
         ),
-        (
-            {"tfReplicaSpecs": {"Worker": replica_spec()}, "runPolicy": {"managedBy": "x"}},
-            "managedBy",
-        ),
         ({"tfReplicaSpecs": {"Worker": replica_spec(0)}}, "needs at least one Chief, Master"),
     ],
 )

@@ -35,10 +35,11 @@ kind (deletecollection); the status is merge-patched; finished TFJobs are delete
 ttlSecondsAfterFinished; events are created.
 */}}
 {{- define "tfjob-operator.rules" -}}
-- apiGroups: ["tfjob.dev"]
+{{- $groups := ternary (list "tfjob.dev" "kubeflow.org") (list "tfjob.dev") .Values.kubeflow.enabled -}}
+- apiGroups: {{ toJson $groups }}
   resources: ["tfjobs"]
   verbs: ["list", "watch", "delete"]
-- apiGroups: ["tfjob.dev"]
+- apiGroups: {{ toJson $groups }}
   resources: ["tfjobs/status"]
   verbs: ["patch"]
 - apiGroups: [""]

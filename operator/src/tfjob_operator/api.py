@@ -1,12 +1,17 @@
-"""Names of the TFJob API and of everything the operator stamps on the objects it creates."""
+"""Names of the TFJob API and of everything the operator stamps on the objects it creates.
+
+The TFJob is served under two API groups: `tfjob.dev/v1`, this project's, and (opt-in,
+`run --kubeflow`) Kubeflow's `kubeflow.org/v1` with the same spec, so that existing
+TFJobs, their clients and Kueue's Kubeflow integration keep working unchanged. A job is
+decided the same way under both; `TFJobApi` holds what differs: where it is served, and
+the labels and controller names that API's own clients select on.
+"""
 
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-GROUP: Final = "tfjob.dev"
 VERSION: Final = "v1"
-API_VERSION: Final = f"{GROUP}/{VERSION}"
 KIND: Final = "TFJob"
 PLURAL: Final = "tfjobs"
 
@@ -36,6 +41,83 @@ GPU_RESOURCE: Final = "nvidia.com/gpu"
 
 #: Exit code of TensorFlow's PreemptionCheckpointHandler (and of tfjob-train for a lost peer).
 PREEMPTION_EXIT_CODE: Final = 42
+
+
+#: Labels Kubeflow's training-operator puts on a TFJob's pods and services; its users'
+#: dashboards, scripts and Kueue select on them.
+KUBEFLOW_LABEL_JOB_NAME: Final = "training.kubeflow.org/job-name"
+KUBEFLOW_LABEL_REPLICA_TYPE: Final = "training.kubeflow.org/replica-type"
+KUBEFLOW_LABEL_REPLICA_INDEX: Final = "training.kubeflow.org/replica-index"
+KUBEFLOW_LABEL_JOB_ROLE: Final = "training.kubeflow.org/job-role"
+KUBEFLOW_LABEL_OPERATOR_NAME: Final = "training.kubeflow.org/operator-name"
+#: The value Kubeflow's TFJob controller gives its operator-name label.
+KUBEFLOW_OPERATOR_NAME: Final = "tfjob-controller"
+
+
+@dataclass(frozen=True)
+class TFJobApi:
+    """One API group the TFJob is served under (see the module docstring)."""
+
+    group: str
+    #: Children also carry the labels Kubeflow's training-operator gives them.
+    kubeflow_labels: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{VERSION}"
+
+    @property
+    def path(self) -> str:
+        """The API server path of this group's version."""
+        return f"/apis/{self.group}/{VERSION}"
+
+    @property
+    def crd_name(self) -> str:
+        return f"{PLURAL}.{self.group}"
+
+    def child_labels(
+        self, job_name: str, replica_type: str, index: int, leader: bool
+    ) -> dict[str, str]:
+        """Labels this API's clients select a child on, beyond the tfjob.dev/ ones."""
+        if not self.kubeflow_labels:
+            return {}
+        labels = {
+            KUBEFLOW_LABEL_OPERATOR_NAME: KUBEFLOW_OPERATOR_NAME,
+            KUBEFLOW_LABEL_JOB_NAME: job_name,
+            KUBEFLOW_LABEL_REPLICA_TYPE: replica_type,
+            KUBEFLOW_LABEL_REPLICA_INDEX: str(index),
+        }
+        if leader:
+            labels[KUBEFLOW_LABEL_JOB_ROLE] = "master"
+        return labels
+
+    def replica_selector(self, job_name: str, replica_type: str) -> str:
+        """`status.replicaStatuses[type].selector`: the replica type's pods, as this API's
+        clients select them."""
+        if self.kubeflow_labels:
+            return (
+                f"{KUBEFLOW_LABEL_JOB_NAME}={job_name},{KUBEFLOW_LABEL_REPLICA_TYPE}={replica_type}"
+            )
+        return f"{LABEL_JOB_NAME}={job_name},{LABEL_REPLICA_TYPE}={replica_type}"
+
+
+TFJOB_DEV: Final = TFJobApi("tfjob.dev", kubeflow_labels=False)
+KUBEFLOW: Final = TFJobApi("kubeflow.org", kubeflow_labels=True)
+APIS: Final = (TFJOB_DEV, KUBEFLOW)
+
+
+def api_of(api_version: object) -> TFJobApi | None:
+    """The API a TFJob's `apiVersion` names, None if neither."""
+    return next((api for api in APIS if api.api_version == api_version), None)
+
+
+def reconciles(managed_by: str | None) -> bool:
+    """Whether this operator reconciles a TFJob whose runPolicy.managedBy is `managed_by`.
+
+    Another controller's value leaves the job to it: Kubeflow's training-operator may run
+    beside this one, and MultiKueue runs the job on a worker cluster.
+    """
+    return managed_by is None or managed_by == MANAGED_BY
 
 
 class ReplicaType(StrEnum):
@@ -96,3 +178,4 @@ class JobRef:
     namespace: str
     name: str
     uid: str
+    api: TFJobApi = TFJOB_DEV

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import yaml
 
 from . import render_command, scaffold
+from .api import KUBEFLOW, TFJOB_DEV
 from .limits import CONCURRENT_RECONCILES, MAX_IN_FLIGHT
 from .spec import InvalidSpec
 
@@ -54,6 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=CONCURRENT_RECONCILES,
         help="most TFJobs reconciled at once (their writes then share --max-in-flight)",
+    )
+    run.add_argument(
+        "--kubeflow",
+        action="store_true",
+        help="also reconcile Kubeflow's kubeflow.org/v1 TFJobs (their CRD must be installed)",
     )
     run.add_argument("--verbose", action="store_true", help="debug logging")
 
@@ -102,6 +108,7 @@ def _run(args: argparse.Namespace) -> int:
     asyncio.run(
         run_operator(
             kubeconfig=args.kubeconfig,
+            apis=(TFJOB_DEV, KUBEFLOW) if args.kubeflow else (TFJOB_DEV,),
             namespaces=args.namespace,
             cluster_domain=args.cluster_domain,
             health_port=args.health_port,

@@ -24,7 +24,8 @@ from datetime import datetime
 from typing import Any, Final, Protocol
 
 from . import timeutil
-from .decide import Deletion, JobView, Plan, decide
+from .api import JobRef
+from .decide import Deletion, JobView, Plan, decide, decide_name_taken
 from .events import NORMAL, WARNING, Event, event_object
 from .kube import ApiError
 from .limits import CONCURRENT_RECONCILES
@@ -59,11 +60,10 @@ class Writes(Protocol):
     async def delete_collection(
         self, namespace: str, plural: str, job_uid: str, keep: Collection[str]
     ) -> list[tuple[str, str]]: ...
-    async def delete_job(self, namespace: str, name: str, uid: str) -> bool: ...
+    async def delete_job(self, job: JobRef) -> bool: ...
     async def patch_status(
         self,
-        namespace: str,
-        name: str,
+        job: JobRef,
         resource_version: str,
         patch: Mapping[str, Any],
         *,
@@ -190,8 +190,10 @@ class Controller:
 
     async def reconcile(self, key: JobKey) -> float | _Gone | None:
         """One reconcile of one job; returns when to look again without an event."""
-        job = next(iter(self.caches.jobs.get(key)), None)
-        if job is None:
+        # Two TFJobs share a key only when they are served under different API groups
+        # (api.py); the older one holds the name.
+        jobs = sorted(self.caches.jobs.get(key), key=lambda j: (j.created, j.ref.uid))
+        if not jobs:
             # No await between the lookup and the removal: a notify for a job that has just
             # come back finds no worker and starts a new one.
             self._workers.pop(key, None)
@@ -199,6 +201,10 @@ class Controller:
             self._progress_since.pop(key, None)
             self.metrics.job_state(key, None)
             return GONE
+        job, younger = jobs[0], jobs[1:]
+        for other in younger:
+            if not await self._refuse_name(other, job.ref):
+                return CONFLICT_RETRY_SECONDS
         expected = self._expected.setdefault(key, Expectations())
         if expected.replaced_version == job.resource_version:
             return CONFLICT_RETRY_SECONDS
@@ -210,8 +216,7 @@ class Controller:
         self._hold_back_progress(key, plan)
         if plan.status is not None:
             written = await self.writes.patch_status(
-                job.ref.namespace,
-                job.ref.name,
+                job.ref,
                 job.resource_version,
                 merge_patch(job.status, plan.status),
                 decision=plan.status_write is StatusWrite.DECISION,
@@ -234,9 +239,7 @@ class Controller:
             "service": {s.name for s in services} | set(expected.created_services),
         }
         await self._apply_children(job, plan, expected, known)
-        if plan.delete_job and await self.writes.delete_job(
-            job.ref.namespace, job.ref.name, job.ref.uid
-        ):
+        if plan.delete_job and await self.writes.delete_job(job.ref):
             self._record(
                 job,
                 Event(
@@ -245,6 +248,18 @@ class Controller:
             )
         self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
         return plan.requeue_after
+
+    async def _refuse_name(self, job: JobView, holder: JobRef) -> bool:
+        """Fails `job`, whose name `holder` holds; False if its status changed meanwhile."""
+        plan = decide_name_taken(job, holder, self.clock.now())
+        if plan.status is None:
+            return True
+        patch = merge_patch(job.status, plan.status)
+        if await self.writes.patch_status(job.ref, job.resource_version, patch, decision=True):
+            for event in plan.events:
+                self._record(job, event)
+            return True
+        return False
 
     def _hold_back_progress(self, key: JobKey, plan: Plan) -> None:
         """Drops a status that only reports progress until it has waited its delay."""

@@ -24,8 +24,8 @@ from typing import Any
 
 from . import conditions as cond
 from . import status as status_of
+from .api import TFJOB_DEV, ConditionType, JobRef, ReplicaType, TFJobApi
 from .api import CleanPodPolicy as Clean
-from .api import ConditionType, JobRef, ReplicaType
 from .events import NORMAL, WARNING, Event
 from .failure_policy import is_retryable, past_backoff_limit, restart_group
 from .observe import Failure, PodObservation, ServiceObservation
@@ -46,12 +46,15 @@ class JobView:
     deleting: bool
     spec: Mapping[str, Any]
     status: Mapping[str, Any]
+    #: metadata.creationTimestamp: of two TFJobs of one name, the older holds the name.
+    created: str = ""
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> JobView:
+    def from_body(cls, body: Mapping[str, Any], api: TFJobApi = TFJOB_DEV) -> JobView:
         metadata = body.get("metadata") or {}
         return cls(
-            ref=JobRef(metadata["namespace"], metadata["name"], metadata["uid"]),
+            ref=JobRef(metadata["namespace"], metadata["name"], metadata["uid"], api),
+            created=str(metadata.get("creationTimestamp") or ""),
             resource_version=str(metadata.get("resourceVersion") or ""),
             generation=int(metadata.get("generation") or 0),
             deleting=metadata.get("deletionTimestamp") is not None,
@@ -110,6 +113,17 @@ def decide(
     return _Decision(job, pods, services, now, cluster_domain).run()
 
 
+def decide_name_taken(job: JobView, holder: JobRef, now: datetime) -> Plan:
+    """`job` has the namespace and name of `holder`, an older TFJob of the other API group.
+
+    Children are named after their TFJob, so the two cannot both run: the younger fails at
+    once, before it creates anything, rather than share pods and services with the other.
+    """
+    if job.deleting:
+        return Plan()
+    return _Decision(job, (), (), now, None).name_taken(holder)
+
+
 class _Decision:
     def __init__(
         self,
@@ -150,8 +164,7 @@ class _Decision:
     # -- flow ---------------------------------------------------------------------------------
 
     def run(self) -> Plan:
-        if cond.find(self.conditions, ConditionType.CREATED) is None:
-            self._set(ConditionType.CREATED, True, "TFJobCreated", f"TFJob {self._id} is created.")
+        self._created()
         spec = self.job.parsed
         if isinstance(spec, InvalidSpec):
             return self._invalid(spec)
@@ -300,6 +313,19 @@ class _Decision:
         self._event(WARNING, reason, message)
         self._clean_up(spec.run_policy.clean_pod_policy, finished=True)
         self._expire(spec)
+
+    def name_taken(self, holder: JobRef) -> Plan:
+        self._created()
+        if not cond.is_finished(self.conditions):
+            message = (
+                f"The {holder.api.api_version} TFJob {self._id}, created earlier, has the same "
+                "name: pods and services are named after their TFJob, so only one of the two "
+                "can run. Delete this one and create it under another name."
+            )
+            self.completion_time = self.now_text
+            self._set(ConditionType.FAILED, True, "NameTaken", message)
+            self._event(WARNING, "NameTaken", message)
+        return self._plan_with_status(None)
 
     def _invalid(self, error: InvalidSpec) -> Plan:
         if not cond.is_finished(self.conditions):
@@ -494,7 +520,7 @@ class _Decision:
     def _plan_with_status(self, spec: JobSpec | None) -> Plan:
         """Builds the status; it goes into the plan only if something in it changed."""
         replicas = status_of.replica_statuses(
-            self.ref.name,
+            self.ref,
             list(spec.replica_specs) if spec else [],
             self.pods,
             self.succeeded,
@@ -533,6 +559,10 @@ class _Decision:
     @property
     def _id(self) -> str:
         return f"{self.ref.namespace}/{self.ref.name}"
+
+    def _created(self) -> None:
+        if cond.find(self.conditions, ConditionType.CREATED) is None:
+            self._set(ConditionType.CREATED, True, "TFJobCreated", f"TFJob {self._id} is created.")
 
     def _set(self, kind: ConditionType, status: bool, reason: str, message: str) -> None:
         self.conditions = cond.set_condition(

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from .api import API_VERSION, FIELD_MANAGER, KIND, JobRef
+from .api import FIELD_MANAGER, KIND, JobRef
 from .timeutil import to_rfc3339
 
 NORMAL: Final = "Normal"
@@ -35,7 +35,7 @@ def event_object(
         "kind": "Event",
         "metadata": {"generateName": f"{job.name}.", "namespace": job.namespace},
         "involvedObject": {
-            "apiVersion": API_VERSION,
+            "apiVersion": job.api.api_version,
             "kind": KIND,
             "namespace": job.namespace,
             "name": job.name,

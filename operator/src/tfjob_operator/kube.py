@@ -27,7 +27,7 @@ from typing import Any, Final
 import aiohttp
 import orjson
 
-from .api import FIELD_MANAGER, GROUP, LABEL_CONTROLLER_UID, PLURAL, VERSION
+from .api import FIELD_MANAGER, LABEL_CONTROLLER_UID, PLURAL, JobRef
 from .connection import Connection
 from .limits import MAX_IN_FLIGHT
 
@@ -38,7 +38,6 @@ MERGE_PATCH: Final = "application/merge-patch+json"
 NAMESPACE_TERMINATING: Final = "NamespaceTerminating"
 #: The longest a single write may take before it counts as failed.
 WRITE_TIMEOUT_SECONDS: Final = 30.0
-TFJOBS_PATH: Final = f"/apis/{GROUP}/{VERSION}"
 
 
 class ApiError(RuntimeError):
@@ -288,14 +287,13 @@ class Kube:
             for item in orjson.loads(payload).get("items") or []
         ]
 
-    async def delete_job(self, namespace: str, name: str, uid: str) -> bool:
-        path = collection_path(namespace, PLURAL, TFJOBS_PATH)
-        return await self._delete(path, name, uid, "tfjob")
+    async def delete_job(self, job: JobRef) -> bool:
+        path = collection_path(job.namespace, PLURAL, job.api.path)
+        return await self._delete(path, job.name, job.uid, "tfjob")
 
     async def patch_status(
         self,
-        namespace: str,
-        name: str,
+        job: JobRef,
         resource_version: str,
         patch: Mapping[str, Any],
         *,
@@ -312,7 +310,7 @@ class Kube:
         """
         status, payload = await self.api.send(
             "PATCH",
-            f"{collection_path(namespace, PLURAL, TFJOBS_PATH)}/{name}/status",
+            f"{collection_path(job.namespace, PLURAL, job.api.path)}/{job.name}/status",
             body={"metadata": {"resourceVersion": resource_version}, "status": patch},
             params={"fieldManager": FIELD_MANAGER},
             content_type=MERGE_PATCH,
@@ -320,7 +318,7 @@ class Kube:
         )
         if status in (404, 409):
             return None
-        raise_for(status, f"patch status of tfjob {namespace}/{name}", payload)
+        raise_for(status, f"patch status of tfjob {job.namespace}/{job.name}", payload)
         return str(orjson.loads(payload)["metadata"]["resourceVersion"])
 
     async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:

@@ -14,12 +14,12 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .api import LABEL_JOB_NAME, PLURAL
+from .api import LABEL_JOB_NAME, PLURAL, TFJobApi, reconciles
 from .connection import load_connection
 from .controller import Caches, Controller
 from .decide import JobView
 from .endpoints import Endpoints
-from .kube import TFJOBS_PATH, Api, Kube
+from .kube import Api, Kube
 from .metrics import Metrics
 from .observe import observe_pod, observe_service
 from .watchcache import JobKey, Resource, Store, Watch
@@ -28,9 +28,20 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def read_job(body: Mapping[str, Any]) -> tuple[str, JobKey, JobView]:
-    job = JobView.from_body(body)
-    return job.ref.uid, (job.ref.namespace, job.ref.name), job
+def job_reader(
+    api: TFJobApi,
+) -> Callable[[Mapping[str, Any]], tuple[str, JobKey, JobView] | None]:
+    """Reads a TFJob of `api` into its record; one another controller manages is skipped
+    (runPolicy.managedBy is immutable, so a job never moves in or out)."""
+
+    def read(body: Mapping[str, Any]) -> tuple[str, JobKey, JobView] | None:
+        run_policy = (body.get("spec") or {}).get("runPolicy") or {}
+        if not reconciles(run_policy.get("managedBy")):
+            return None
+        job = JobView.from_body(body, api)
+        return job.ref.uid, (job.ref.namespace, job.ref.name), job
+
+    return read
 
 
 def child_reader(
@@ -70,6 +81,7 @@ class _StartGate:
 async def run_operator(
     *,
     kubeconfig: str | None,
+    apis: Sequence[TFJobApi],
     namespaces: Sequence[str],
     cluster_domain: str | None,
     health_port: int,
@@ -94,7 +106,17 @@ async def run_operator(
     watches: list[Watch[Any]] = []
     for scope in scopes:
         watches += [
-            Watch(api, Resource(PLURAL, TFJOBS_PATH), scope, caches.jobs, read_job, gate.changed),
+            Watch(
+                api,
+                Resource(PLURAL, served.path),
+                scope,
+                caches.jobs,
+                job_reader(served),
+                gate.changed,
+            )
+            for served in apis
+        ]
+        watches += [
             Watch(
                 api,
                 Resource("pods", label_selector=LABEL_JOB_NAME),
@@ -113,7 +135,7 @@ async def run_operator(
             ),
         ]
     for watch in watches:
-        watch.restarted = metrics.watch_restarted(watch.resource.plural)
+        watch.restarted = metrics.watch_restarted(watch.resource.name)
     endpoints = Endpoints(metrics, healthy=lambda: gate.pending is None)
     await endpoints.start(health_port, metrics_port)
     stopping = asyncio.Event()
@@ -122,7 +144,8 @@ async def run_operator(
         loop.add_signal_handler(signum, stopping.set)
     scope_text = f"namespaces {', '.join(namespaces)}" if namespaces else "all namespaces"
     logger.info(
-        "tfjob-operator watching %s on %s; /healthz on :%d, /metrics on :%d",
+        "tfjob-operator watching %s of %s on %s; /healthz on :%d, /metrics on :%d",
+        " and ".join(a.crd_name for a in apis),
         scope_text,
         connection.server,
         health_port,

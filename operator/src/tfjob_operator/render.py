@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from .api import (
-    API_VERSION,
     CONTAINER_NAME,
     GPU_RESOURCE,
     KIND,
@@ -29,7 +28,7 @@ from .tfconfig import JobConfigs, job_configs, tensorflow_port
 
 def owner_reference(job: JobRef) -> dict[str, Any]:
     return {
-        "apiVersion": API_VERSION,
+        "apiVersion": job.api.api_version,
         "kind": KIND,
         "name": job.name,
         "uid": job.uid,
@@ -48,9 +47,11 @@ def selector_labels(job_name: str, replica: Replica) -> dict[str, str]:
 
 
 def replica_labels(job: JobRef, spec: JobSpec, replica: Replica) -> dict[str, str]:
-    labels = selector_labels(job.name, replica)
+    leader = replica == spec.leader()
+    labels = job.api.child_labels(job.name, replica.type.label, replica.index, leader)
+    labels.update(selector_labels(job.name, replica))
     labels[LABEL_CONTROLLER_UID] = job.uid
-    if replica == spec.leader():
+    if leader:
         labels[LABEL_JOB_ROLE] = "chief"
     return labels
 

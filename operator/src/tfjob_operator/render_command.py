@@ -8,7 +8,7 @@ from typing import Any, TextIO
 
 import yaml
 
-from .api import API_VERSION, KIND, JobRef
+from .api import APIS, KIND, JobRef, api_of
 from .render import render_pod, render_service
 from .spec import InvalidSpec, parse_spec
 
@@ -48,12 +48,14 @@ def children(
 ) -> Iterator[dict[str, Any]]:
     """Every Service and Pod of `job`, as the controller creates them for a new job."""
     api_version = job.get("apiVersion")
-    if api_version != API_VERSION:
-        raise InvalidSpec([f"apiVersion: must be {API_VERSION}, got {api_version!r}"])
+    api = api_of(api_version)
+    if api is None:
+        served = " or ".join(a.api_version for a in APIS)
+        raise InvalidSpec([f"apiVersion: must be {served}, got {api_version!r}"])
     metadata = job.get("metadata") or {}
     name = metadata.get("name") or ""
     spec = parse_spec(name, job.get("spec") or {})
-    ref = JobRef(metadata.get("namespace") or default_namespace, name, PREVIEW_UID)
+    ref = JobRef(metadata.get("namespace") or default_namespace, name, PREVIEW_UID, api)
     for replica in spec.replicas():
         yield render_service(ref, spec, replica)
         yield render_pod(ref, spec, replica, generation=0, cluster_domain=cluster_domain)

@@ -14,7 +14,6 @@ from typing import Any
 
 from .api import (
     CONTAINER_NAME,
-    MANAGED_BY,
     CleanPodPolicy,
     ReplicaType,
     RestartPolicy,
@@ -247,11 +246,6 @@ def _parse_run_policy(raw: Mapping[str, Any]) -> tuple[RunPolicy, list[str]]:
                 f"spec.runPolicy.schedulingPolicy.{field}: is not supported yet: "
                 "tfjob.dev has no gang-scheduler integration"
             )
-    managed_by = raw.get("managedBy")
-    if managed_by is not None and managed_by != MANAGED_BY:
-        errors.append(
-            f"spec.runPolicy.managedBy: only {MANAGED_BY!r} is supported yet, got {managed_by!r}"
-        )
     policy = RunPolicy(
         clean_pod_policy=CleanPodPolicy(clean_raw),
         ttl_seconds_after_finished=numbers["ttlSecondsAfterFinished"],

@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from enum import Enum
 from typing import Any
 
-from .api import LABEL_JOB_NAME, LABEL_REPLICA_TYPE, ConditionType, ReplicaType
+from .api import ConditionType, JobRef, ReplicaType
 from .observe import PodObservation
 from .spec import Replica
 
@@ -32,7 +32,7 @@ class StatusWrite(Enum):
 
 
 def replica_statuses(
-    job_name: str,
+    job: JobRef,
     types: Sequence[ReplicaType],
     pods: Sequence[PodObservation],
     succeeded: Mapping[str, set[int]],
@@ -63,7 +63,7 @@ def replica_statuses(
                 if p.failure is not None and not p.succeeded and not p.terminating
             ),
             "restarts": restarts.get(replica_type.value, 0),
-            "selector": f"{LABEL_JOB_NAME}={job_name},{LABEL_REPLICA_TYPE}={replica_type.label}",
+            "selector": job.api.replica_selector(job.name, replica_type.label),
             "succeededIndexes": done,
         }
     return statuses

@@ -45,6 +45,12 @@ class Resource:
     group_path: str = "/api/v1"
     label_selector: str | None = None
 
+    @property
+    def name(self) -> str:
+        """`pods`, or with its group for other groups: `tfjobs.kubeflow.org`."""
+        parts = self.group_path.split("/")
+        return self.plural if parts[1] == "api" else f"{self.plural}.{parts[2]}"
+
 
 class Store(Generic[T]):
     """The records of one resource, by job, as the last list and watch events left them."""
@@ -118,7 +124,7 @@ class Watch(Generic[T]):
         self.restarted = restarted
         self.synced = asyncio.Event()
         self.path = collection_path(namespace, resource.plural, resource.group_path)
-        self.describe = f"{resource.plural} in {namespace or 'all namespaces'}"
+        self.describe = f"{resource.name} in {namespace or 'all namespaces'}"
 
     async def run(self) -> None:
         failures = 0

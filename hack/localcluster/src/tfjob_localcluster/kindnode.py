@@ -29,11 +29,10 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from tfjob_localcluster import images
+from tfjob_localcluster import gomodule, images
 from tfjob_localcluster.binaries import HACK, cache_root, locate, read_versions
 from tfjob_localcluster.engine import DockerEngine
 from tfjob_localcluster.node.files import cni_conflist
@@ -56,24 +55,10 @@ class NodeImageError(RuntimeError):
 
 def kind_module_dir() -> Path:
     """The `sigs.k8s.io/kind` module of the pinned kind, from the Go module cache."""
-    version = read_versions()["KIND_VERSION"]
-    scratch = cache_root() / "src"
-    scratch.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        ["go", "mod", "download", "-json", f"sigs.k8s.io/kind@{version}"],
-        cwd=scratch,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"},
-        timeout=600,
-        check=False,
-    )
-    info: dict[str, Any] = json.loads(done.stdout) if done.stdout.strip() else {}
-    if done.returncode != 0 or "Dir" not in info:
-        raise NodeImageError(
-            f"go mod download sigs.k8s.io/kind@{version}: {info.get('Error') or done.stderr}"
-        )
-    return Path(info["Dir"])
+    try:
+        return gomodule.module_dir("sigs.k8s.io/kind", read_versions()["KIND_VERSION"])
+    except gomodule.ModuleError as error:
+        raise NodeImageError(str(error)) from error
 
 
 def kubeadm_images() -> list[str]:

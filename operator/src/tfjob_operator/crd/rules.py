@@ -22,6 +22,8 @@ SUCCESS_DECIDING_TYPES: Final = tuple(
 )
 DNS1035_MAX_LENGTH: Final = MAX_CHILD_NAME
 DNS1035_LABEL: Final = DNS_1035.pattern
+#: A controller's name: a DNS subdomain, a slash and a path, as a Job's managedBy.
+CONTROLLER_NAME: Final = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[-A-Za-z0-9_.~/]+$"
 
 
 def _cel_list(values: tuple[str, ...]) -> str:
@@ -166,15 +168,31 @@ def scheduling_policy_rules() -> list[Rule]:
 
 
 def managed_by_rules() -> list[Rule]:
+    """managedBy names a controller as Kubernetes' Job does: a domain-prefixed path."""
     return [
         _rule(
-            f"self == '{MANAGED_BY}'",
-            f"managedBy must be '{MANAGED_BY}' or unset: no other controller manages "
-            f"tfjob.dev TFJobs",
+            f"self.matches('{CONTROLLER_NAME}')",
+            f"managedBy must name a controller as <domain>/<name>, such as '{MANAGED_BY}'",
             messageExpression=(
-                f"'managedBy %s is not supported: it must be {MANAGED_BY} or unset, no other "
-                f"controller manages tfjob.dev TFJobs'.format([self])"
+                f"'managedBy %s is not a controller name: it must be <domain>/<name>, such "
+                f"as {MANAGED_BY}'.format([self])"
             ),
+        ),
+        _rule(
+            "self == oldSelf",
+            "managedBy is immutable: the controller that manages a job cannot change",
+            reason="FieldValueForbidden",
+        ),
+    ]
+
+
+def run_policy_rules() -> list[Rule]:
+    return [
+        _rule(
+            "has(self.managedBy) == has(oldSelf.managedBy)",
+            "managedBy is immutable: it cannot be set or removed after the job is created",
+            fieldPath=".managedBy",
+            reason="FieldValueForbidden",
         )
     ]
 

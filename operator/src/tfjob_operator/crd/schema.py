@@ -1,8 +1,9 @@
-"""The TFJob CustomResourceDefinition (tfjobs.tfjob.dev), built as data.
+"""The TFJob CustomResourceDefinitions (tfjobs.tfjob.dev, tfjobs.kubeflow.org), built as data.
 
 The spec has the shape of Kubeflow's kubeflow.org/v1 TFJob, so a Kubeflow YAML works after
-changing its apiVersion; the fields this project does not implement are declared with
-Kubeflow's types and rejected by CEL rules with a message saying so.
+changing its apiVersion, or unchanged under kubeflow.org (api.py); the fields this project
+does not implement are declared with Kubeflow's types and rejected by CEL rules with a
+message saying so. Both groups get the same schema and rules.
 """
 
 from __future__ import annotations
@@ -12,21 +13,20 @@ from typing import Any
 from ..api import (
     CONTAINER_NAME,
     DEFAULT_PORT,
-    GROUP,
     KIND,
     MANAGED_BY,
     PLURAL,
     PORT_NAME,
+    TFJOB_DEV,
     VERSION,
     CleanPodPolicy,
     ConditionType,
     RestartPolicy,
     SuccessPolicy,
+    TFJobApi,
 )
 from . import rules
 from .structural import QUANTITY_PATTERN, Schema, int_or_string
-
-CRD_NAME = f"{PLURAL}.{GROUP}"
 
 RESTART_POLICIES = tuple(p.value for p in RestartPolicy)
 CLEAN_POD_POLICIES = tuple(p.value for p in CleanPodPolicy)
@@ -154,12 +154,14 @@ def run_policy_schema() -> Schema:
             },
             "schedulingPolicy": scheduling_policy_schema(),
             "managedBy": _string(
-                f"The controller that reconciles this job. Only '{MANAGED_BY}' (the "
-                "default when unset) is accepted.",
+                f"The controller that reconciles this job: unset or '{MANAGED_BY}' for "
+                "this operator. Any other value (e.g. 'kubeflow.org/training-operator', "
+                "'kueue.x-k8s.io/multikueue') leaves the job to that controller. Immutable.",
                 maxLength=63,
                 **{"x-kubernetes-validations": rules.managed_by_rules()},
             ),
         },
+        "x-kubernetes-validations": rules.run_policy_rules(),
     }
 
 
@@ -328,20 +330,21 @@ def printer_columns() -> list[dict[str, Any]]:
     ]
 
 
-def tfjob_crd(pod_template: Schema) -> dict[str, Any]:
-    """The CRD, given the structural schema of a core/v1 PodTemplateSpec."""
+def tfjob_crd(pod_template: Schema, api: TFJobApi) -> dict[str, Any]:
+    """The CRD of `api`, given the structural schema of a core/v1 PodTemplateSpec."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": CRD_NAME},
+        "metadata": {"name": api.crd_name},
         "spec": {
-            "group": GROUP,
+            "group": api.group,
             "names": {
                 "kind": KIND,
                 "listKind": f"{KIND}List",
                 "plural": PLURAL,
                 "singular": "tfjob",
-                "shortNames": ["tfj"],
+                # Kubeflow's CRD has none: `tfj` stays this project's.
+                **({"shortNames": ["tfj"]} if api == TFJOB_DEV else {}),
                 "categories": ["tfjob-operator", "ml"],
             },
             "scope": "Namespaced",

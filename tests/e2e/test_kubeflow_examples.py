@@ -1,0 +1,160 @@
+"""Kubeflow's own TFJob examples, run by the operator the Helm chart installs with
+`kubeflow.enabled=true` on the local cluster.
+
+The examples are read from the pinned Kubeflow training-operator's Go module
+(KUBEFLOW_TRAINING_OPERATOR_VERSION in hack/versions.env), not copied. They are applied as
+they are, kubeflow.org/v1 and all, with two changes only: each tensorflow container runs a
+short command from the busybox image instead of Kubeflow's image, which is on a registry
+and downloads MNIST at run time, neither of which this machine can reach; and they go into
+the test's namespace. The command checks the TF_CONFIG the operator gave it.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from support.fixtures import stop_session_operator
+from support.tfjobs import SHELL_IMAGE, TFJobs, condition
+
+from tfjob_localcluster.binaries import read_versions
+from tfjob_localcluster.chart import CHART, RELEASE, install_operator, run_helm
+from tfjob_localcluster.gomodule import module_dir
+from tfjob_localcluster.pytest_plugin import Kubectl
+
+pytestmark = pytest.mark.e2e
+
+MODULE = "github.com/kubeflow/training-operator"
+#: The examples without volumes: the others mount PersistentVolumeClaims they create
+#: beside the TFJob, for the data they download.
+EXAMPLES = ("simple.yaml", "dist-mnist/tf_job_mnist.yaml")
+#: Prints TF_CONFIG and fails unless it names this pod's own task.
+CHECK_TF_CONFIG = (
+    'echo "$TF_CONFIG"; '
+    'task="\\"task\\":{\\"type\\":\\"$TFJOB_REPLICA_TYPE\\",\\"index\\":$TFJOB_REPLICA_INDEX}"; '
+    'case "$TF_CONFIG" in *"$task"*) exit 0;; esac; '
+    "echo 'TF_CONFIG does not name this task' >&2; exit 1"
+)
+
+
+@pytest.fixture(scope="module")
+def kubeflow_release(
+    request: pytest.FixtureRequest,
+    kubeconfig: str,
+    kubectl: Kubectl,
+    project_images: tuple[str, ...],
+) -> Iterator[str]:
+    """The chart installed with kubeflow.enabled=true, alone: the checkout's operator is
+    stopped. Kubeflow's CRD is removed afterwards (Helm keeps it, by design)."""
+    stop_session_operator(request.config)
+    namespace = f"tfjob-kubeflow-{secrets.token_hex(3)}"
+    install_operator(kubeconfig, namespace, values=["kubeflow.enabled=true"])
+    try:
+        yield namespace
+    finally:
+        run_helm(kubeconfig, "uninstall", RELEASE, "--namespace", namespace, "--wait")
+        kubectl("delete", "namespace", namespace, "--wait=false")
+        kubectl("delete", "crd", "tfjobs.kubeflow.org", "--wait=true", "--timeout=120s")
+
+
+def kubeflow_example(path: str) -> dict[str, Any]:
+    root = module_dir(MODULE, read_versions()["KUBEFLOW_TRAINING_OPERATOR_VERSION"])
+    example: dict[str, Any] = yaml.safe_load((root / "examples" / "tensorflow" / path).read_text())
+    return example
+
+
+def offline(example: dict[str, Any]) -> dict[str, Any]:
+    """The example with its tensorflow containers running CHECK_TF_CONFIG, in no namespace."""
+    example["metadata"].pop("namespace", None)
+    for spec in example["spec"]["tfReplicaSpecs"].values():
+        for container in spec["template"]["spec"]["containers"]:
+            if container["name"] == "tensorflow":
+                container.update(image=SHELL_IMAGE, command=["sh", "-c", CHECK_TF_CONFIG])
+    return example
+
+
+def test_the_examples_are_kubeflows_unchanged_in_what_they_ask() -> None:
+    for path in EXAMPLES:
+        example = kubeflow_example(path)
+        assert example["apiVersion"] == "kubeflow.org/v1"
+        assert example["kind"] == "TFJob"
+        for spec in example["spec"]["tfReplicaSpecs"].values():
+            pod = spec["template"]["spec"]
+            assert "volumes" not in pod, path
+            assert [c["name"] for c in pod["containers"]] == ["tensorflow"]
+
+
+@pytest.mark.parametrize("path", EXAMPLES)
+def test_a_kubeflow_example_runs_to_completion(
+    kubeflow_release: str, k8s_client: Any, namespace: str, path: str
+) -> None:
+    example = offline(kubeflow_example(path))
+    name = example["metadata"]["name"]
+    jobs = TFJobs(k8s_client, namespace, group="kubeflow.org")
+    jobs.create(example)
+    done = jobs.wait_state(name, "Succeeded", 180)
+    assert condition(done, "Succeeded")["reason"] == "TFJobSucceeded"  # type: ignore[index]
+
+    asked = example["spec"]["tfReplicaSpecs"]
+    statuses = done["status"]["replicaStatuses"]
+    assert set(statuses) == set(asked)
+    leader = "Chief" if "Chief" in asked else "Worker"
+    assert statuses[leader]["succeeded"] >= 1
+    services = {s.metadata.name for s in jobs.services(name)}
+    expected = {
+        f"{name}-{replica_type.lower()}-{index}"
+        for replica_type, spec in asked.items()
+        for index in range(spec["replicas"])
+    }
+    assert services == expected
+    for pod in jobs.pods(name):
+        assert pod.metadata.labels["training.kubeflow.org/job-name"] == name
+        config = json.loads(
+            next(e.value for e in pod.spec.containers[0].env if e.name == "TF_CONFIG")
+        )
+        cluster = {t: sorted(hosts) for t, hosts in config["cluster"].items()}
+        assert cluster == {
+            replica_type.lower(): sorted(
+                f"{name}-{replica_type.lower()}-{i}.{namespace}.svc:2222"
+                for i in range(spec["replicas"])
+            )
+            for replica_type, spec in asked.items()
+        }
+    reporters = {e.reporting_component for e in jobs.events(name)}
+    assert reporters == {"tfjob-operator"}
+
+
+def test_the_chart_installed_kubeflows_crd_and_keeps_it(
+    kubeflow_release: str, kubectl: Kubectl
+) -> None:
+    crd = json.loads(kubectl("get", "crd", "tfjobs.kubeflow.org", "-o", "json").stdout)
+    annotations = crd["metadata"]["annotations"]
+    assert annotations["meta.helm.sh/release-name"] == RELEASE
+    assert annotations["meta.helm.sh/release-namespace"] == kubeflow_release
+    assert annotations["helm.sh/resource-policy"] == "keep"
+    role = json.loads(kubectl("get", "clusterrole", RELEASE, "-o", "json").stdout)
+    groups = {g for rule in role["rules"] for g in rule["apiGroups"]}
+    assert "kubeflow.org" in groups
+
+
+def test_the_chart_leaves_a_crd_it_did_not_install(kubeconfig: str, kubeflow_release: str) -> None:
+    """A release finds tfjobs.kubeflow.org installed by another (here the first release;
+    in a cluster, Kubeflow's own): it renders no CRD and runs TFJobs through the one there.
+    The release that installed it keeps rendering it."""
+    other = run_helm(
+        kubeconfig, "install", "other", str(CHART), "--namespace", "default",
+        "--set", "kubeflow.enabled=true", "--dry-run=server",
+    )  # fmt: skip
+    assert other.returncode == 0, other.stderr
+    assert "kind: CustomResourceDefinition" not in other.stdout
+    assert "--kubeflow" in other.stdout
+    ours = run_helm(
+        kubeconfig, "upgrade", RELEASE, str(CHART), "--namespace", kubeflow_release,
+        "--reuse-values", "--dry-run=server",
+    )  # fmt: skip
+    assert ours.returncode == 0, ours.stderr
+    assert "name: tfjobs.kubeflow.org" in ours.stdout

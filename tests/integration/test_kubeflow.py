@@ -1,0 +1,223 @@
+"""Kubeflow's kubeflow.org/v1 TFJobs, run by `tfjob-operator run --kubeflow` on the local
+cluster: their CRD as the chart installs it, the labels and status Kubeflow's clients read,
+and jobs left to the controller their runPolicy.managedBy names.
+
+The module installs tfjobs.kubeflow.org and runs its own operator with --kubeflow instead
+of the session's; it deletes that CRD afterwards, so that `kubectl get tfjob` in other
+tests keeps meaning tfjob.dev.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from support.fixtures import install_crd, stop_session_operator
+from support.operator_process import OperatorProcess
+from support.tfjobs import SHELL_IMAGE, TFJobs, condition, shell_replica, tfjob
+
+from tfjob_localcluster.pytest_plugin import Kubectl
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBEFLOW_CRD = ROOT / "charts" / "tfjob-operator" / "files" / "tfjobs.kubeflow.org.yaml"
+KUBEFLOW = "kubeflow.org"
+SLEEP = "sleep 3600"
+#: Worker 0 succeeds (and so the job) once the test has seen every replica run.
+WORKER_0_EXITS_LATER = 'if [ "$HOSTNAME" = mnist-worker-0 ]; then sleep 8; exit 0; fi; ' + SLEEP
+
+
+@pytest.fixture(scope="module")
+def kubeflow_operator(
+    request: pytest.FixtureRequest,
+    kubectl: Kubectl,
+    kubeconfig: str,
+    tfjob_crd: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[OperatorProcess]:
+    install_crd(kubectl, KUBEFLOW_CRD)
+    stop_session_operator(request.config)
+    process = OperatorProcess(
+        kubeconfig, tmp_path_factory.mktemp("kubeflow") / "operator.log", "--kubeflow"
+    )
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        kubectl("delete", "crd", "tfjobs.kubeflow.org", "--wait=true", "--timeout=120s")
+
+
+@pytest.fixture
+def kubeflow_jobs(kubeflow_operator: OperatorProcess, k8s_client: Any, namespace: str) -> TFJobs:
+    return TFJobs(k8s_client, namespace, group=KUBEFLOW)
+
+
+def kubeflow_tfjob(name: str, replica_specs: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {**tfjob(name, replica_specs, **spec), "apiVersion": "kubeflow.org/v1"}
+
+
+def test_a_kubeflow_tfjob_gets_kubeflows_labels_owner_and_status(kubeflow_jobs: TFJobs) -> None:
+    kubeflow_jobs.create(
+        kubeflow_tfjob(
+            "mnist",
+            {
+                "PS": shell_replica(SLEEP),
+                "Worker": shell_replica(WORKER_0_EXITS_LATER, 2),
+            },
+        )
+    )
+    running = kubeflow_jobs.wait_state("mnist", "Running", 60)
+    assert condition(running, "Running")["reason"] == "TFJobRunning"  # type: ignore[index]
+    statuses = running["status"]["replicaStatuses"]
+    assert statuses["Worker"]["active"] == 2
+    assert statuses["Worker"]["selector"] == (
+        "training.kubeflow.org/job-name=mnist,training.kubeflow.org/replica-type=worker"
+    )
+    assert running["status"]["startTime"]
+
+    pods = {p.metadata.name: p for p in kubeflow_jobs.pods("mnist")}
+    services = {s.metadata.name: s for s in kubeflow_jobs.services("mnist")}
+    assert sorted(pods) == sorted(services) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
+    for name, child in [*pods.items(), *services.items()]:
+        labels = child.metadata.labels
+        replica_type, index = name.split("-")[1:]
+        assert labels["training.kubeflow.org/operator-name"] == "tfjob-controller"
+        assert labels["training.kubeflow.org/job-name"] == "mnist"
+        assert labels["training.kubeflow.org/replica-type"] == replica_type
+        assert labels["training.kubeflow.org/replica-index"] == index
+        # Without a chief, worker 0 is the master role, as Kubeflow labels it.
+        assert labels.get("training.kubeflow.org/job-role") == (
+            "master" if name == "mnist-worker-0" else None
+        )
+        (owner,) = child.metadata.owner_references
+        assert (owner.api_version, owner.kind, owner.name) == ("kubeflow.org/v1", "TFJob", "mnist")
+        assert owner.uid == running["metadata"]["uid"]
+        assert owner.controller
+    selected = kubeflow_jobs.core.list_namespaced_pod(
+        kubeflow_jobs.namespace, label_selector=statuses["Worker"]["selector"]
+    ).items
+    assert sorted(p.metadata.name for p in selected) == ["mnist-worker-0", "mnist-worker-1"]
+
+    done = kubeflow_jobs.wait_state("mnist", "Succeeded", 60)
+    assert condition(done, "Succeeded")["reason"] == "TFJobSucceeded"  # type: ignore[index]
+    assert condition(done, "Created")["reason"] == "TFJobCreated"  # type: ignore[index]
+    assert done["status"]["completionTime"]
+    events = kubeflow_jobs.wait_events("mnist", ["SuccessfulCreatePod", "TFJobSucceeded"])
+    assert {e.involved_object.api_version for e in events} == {"kubeflow.org/v1"}
+
+
+def test_jobs_another_controller_manages_are_left_alone(
+    kubeflow_jobs: TFJobs, k8s_client: Any
+) -> None:
+    ours = TFJobs(k8s_client, kubeflow_jobs.namespace)
+    others = [
+        (kubeflow_jobs, "kubeflows", "kubeflow.org/training-operator"),
+        (kubeflow_jobs, "multikueue", "kueue.x-k8s.io/multikueue"),
+        (ours, "elsewhere", "example.com/another-operator"),
+    ]
+    for jobs, name, manager in others:
+        body = tfjob(name, {"Worker": shell_replica(SLEEP)}, runPolicy={"managedBy": manager})
+        body["apiVersion"] = f"{jobs.group}/v1"
+        jobs.create(body)
+    # Created after them, and reconciled by the same operator: once it runs, the operator
+    # has seen the others and decided to leave them.
+    kubeflow_jobs.create(
+        kubeflow_tfjob(
+            "mine",
+            {"Worker": shell_replica(SLEEP)},
+            runPolicy={"managedBy": "tfjob.dev/tfjob-operator"},
+        )
+    )
+    kubeflow_jobs.wait_state("mine", "Running", 60)
+    time.sleep(2)
+    for jobs, name, _ in others:
+        assert jobs.get(name).get("status") is None, name
+        assert jobs.pods(name) == [], name
+        assert jobs.services(name) == [], name
+        assert jobs.events(name) == [], name
+
+
+@pytest.mark.parametrize("group", ["tfjob.dev", KUBEFLOW])
+def test_managed_by_is_immutable(kubeflow_operator: OperatorProcess, kubectl: Kubectl,
+                                 namespace: str, group: str) -> None:  # fmt: skip
+    body = tfjob("fixed", {"Worker": shell_replica(SLEEP)}, runPolicy={"suspend": True})
+    body["apiVersion"] = f"{group}/v1"
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
+    resource = f"tfjobs.{group}/fixed"
+
+    def patch(run_policy: dict[str, Any]) -> str:
+        result = kubectl(
+            "patch", resource, "-n", namespace, "--type=merge",
+            "-p", json.dumps({"spec": {"runPolicy": run_policy}}), check=False,
+        )  # fmt: skip
+        assert result.returncode != 0, f"patch {run_policy} was accepted"
+        return result.stderr
+
+    added = patch({"managedBy": "tfjob.dev/tfjob-operator"})
+    assert "managedBy is immutable: it cannot be set or removed after the job is created" in added
+
+    body["metadata"]["name"] = "managed"
+    body["spec"]["runPolicy"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+    kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body))
+    resource = f"tfjobs.{group}/managed"
+    changed = patch({"managedBy": "tfjob.dev/tfjob-operator"})
+    assert "managedBy is immutable: the controller that manages a job cannot change" in changed
+    removed = patch({"managedBy": None})
+    assert "managedBy is immutable" in removed
+
+    body["metadata"]["name"] = "malformed"
+    body["spec"]["runPolicy"]["managedBy"] = "not a controller"
+    rejected = kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body), check=False)
+    assert rejected.returncode != 0
+    assert "managedBy not a controller is not a controller name" in rejected.stderr
+
+
+def test_a_name_taken_in_the_other_group_fails_the_younger_job(
+    kubeflow_jobs: TFJobs, k8s_client: Any
+) -> None:
+    ours = TFJobs(k8s_client, kubeflow_jobs.namespace)
+    ours.create(tfjob("twin", {"Worker": shell_replica(SLEEP, 2)}))
+    ours.wait_state("twin", "Running", 60)
+    before = {p.metadata.name: p.metadata.uid for p in ours.pods("twin")}
+
+    kubeflow_jobs.create(kubeflow_tfjob("twin", {"Worker": shell_replica(SLEEP, 3)}))
+    failed = kubeflow_jobs.wait_state("twin", "Failed", 30)
+    reason = condition(failed, "Failed")
+    assert reason is not None
+    assert reason["reason"] == "NameTaken"
+    assert "The tfjob.dev/v1 TFJob" in reason["message"]
+    assert "has the same name" in reason["message"]
+
+    # The older job keeps its pods, and the younger one created none.
+    assert {p.metadata.name: p.metadata.uid for p in ours.pods("twin")} == before
+    assert ours.get("twin")["status"]["state"] == "Running"
+    kubeflow_uid = failed["metadata"]["uid"]
+    children = [*ours.pods("twin"), *ours.services("twin")]
+    assert all(c.metadata.owner_references[0].uid != kubeflow_uid for c in children)
+
+
+def test_the_kubeflow_crd_rejects_bad_input_like_ours(
+    kubeflow_operator: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    container = {"name": "main", "image": SHELL_IMAGE}
+    body = kubeflow_tfjob("bad", {"Worker": {"template": {"spec": {"containers": [container]}}}})
+    result = kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body), check=False)
+    assert result.returncode != 0
+    assert "template.spec.containers must include a container named 'tensorflow'" in result.stderr
+
+
+def test_a_kubeflow_job_is_deleted_with_its_children(kubeflow_jobs: TFJobs) -> None:
+    kubeflow_jobs.create(kubeflow_tfjob("short", {"Worker": shell_replica(SLEEP)}))
+    kubeflow_jobs.wait_state("short", "Running", 60)
+    kubeflow_jobs.delete("short", propagation="Foreground")
+    kubeflow_jobs.wait_gone("short", 60)
+    with pytest.raises(client.ApiException) as gone:
+        kubeflow_jobs.get("short")
+    assert gone.value.status == 404

@@ -1,0 +1,171 @@
+"""The TFJob under kubeflow.org/v1: the same decisions, with what Kubeflow's clients read
+(labels, owner, selector, events), jobs of other controllers skipped, and two jobs of one
+name in the two groups kept apart."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tfjob_operator.api import KUBEFLOW, TFJOB_DEV, JobRef, api_of, reconciles
+from tfjob_operator.controller import Caches, Controller
+from tfjob_operator.decide import JobView, decide, decide_name_taken
+from tfjob_operator.events import WARNING, Event, event_object
+from tfjob_operator.metrics import Metrics
+from tfjob_operator.operator_main import job_reader
+from tfjob_operator.render import render_pod, render_service
+from tfjob_operator.spec import parse_spec
+from tfjob_operator.watchcache import Store
+
+from .test_controller import FakeClock, FakeWrites
+from .tfjobs import NOW, replica, replica_spec
+
+pytestmark = pytest.mark.unit
+
+KUBEFLOW_JOB = JobRef("ml", "mnist", "uid-kf", KUBEFLOW)
+SPEC = {"tfReplicaSpecs": {"PS": replica_spec(1), "Worker": replica_spec(2)}}
+
+
+def body(ref: JobRef, created: str, **run_policy: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": ref.api.api_version,
+        "kind": "TFJob",
+        "metadata": {
+            "namespace": ref.namespace,
+            "name": ref.name,
+            "uid": ref.uid,
+            "resourceVersion": "1",
+            "generation": 1,
+            "creationTimestamp": created,
+        },
+        "spec": {**SPEC, "runPolicy": run_policy},
+    }
+
+
+def test_api_versions_name_their_api() -> None:
+    assert api_of("kubeflow.org/v1") is KUBEFLOW
+    assert api_of("tfjob.dev/v1") is TFJOB_DEV
+    assert api_of("kubeflow.org/v2") is None
+    assert KUBEFLOW.path == "/apis/kubeflow.org/v1"
+    assert KUBEFLOW.crd_name == "tfjobs.kubeflow.org"
+
+
+@pytest.mark.parametrize(
+    ("managed_by", "ours"),
+    [
+        (None, True),
+        ("tfjob.dev/tfjob-operator", True),
+        ("kubeflow.org/training-operator", False),
+        ("kueue.x-k8s.io/multikueue", False),
+    ],
+)
+def test_the_operator_reconciles_unset_or_its_own_managed_by(
+    managed_by: str | None, ours: bool
+) -> None:
+    assert reconciles(managed_by) is ours
+    run_policy = {} if managed_by is None else {"managedBy": managed_by}
+    read = job_reader(KUBEFLOW)(body(KUBEFLOW_JOB, "2026-11-22T12:00:00Z", **run_policy))
+    if not ours:
+        assert read is None
+        return
+    assert read is not None
+    uid, key, job = read
+    assert (uid, key) == ("uid-kf", ("ml", "mnist"))
+    assert job.ref == KUBEFLOW_JOB
+    assert job.created == "2026-11-22T12:00:00Z"
+
+
+def test_children_carry_kubeflows_labels_and_a_kubeflow_owner() -> None:
+    spec = parse_spec("mnist", SPEC)
+    for key, role in (("worker-0", "master"), ("worker-1", None), ("ps-0", None)):
+        pod = render_pod(KUBEFLOW_JOB, spec, replica(key), generation=0)
+        service = render_service(KUBEFLOW_JOB, spec, replica(key))
+        replica_type, index = key.split("-")
+        for child in (pod, service):
+            labels = child["metadata"]["labels"]
+            assert labels["training.kubeflow.org/operator-name"] == "tfjob-controller"
+            assert labels["training.kubeflow.org/job-name"] == "mnist"
+            assert labels["training.kubeflow.org/replica-type"] == replica_type
+            assert labels["training.kubeflow.org/replica-index"] == index
+            assert labels.get("training.kubeflow.org/job-role") == role
+            # The operator's own labels stay: its watches and selectors use them.
+            assert labels["tfjob.dev/job-name"] == "mnist"
+            (owner,) = child["metadata"]["ownerReferences"]
+            assert (owner["apiVersion"], owner["uid"]) == ("kubeflow.org/v1", "uid-kf")
+        # The Service selects its pod by the operator's labels, under both APIs.
+        assert set(service["spec"]["selector"]) == {
+            "tfjob.dev/job-name",
+            "tfjob.dev/replica-type",
+            "tfjob.dev/replica-index",
+        }
+
+
+def test_tfjob_dev_children_carry_no_kubeflow_label() -> None:
+    spec = parse_spec("mnist", SPEC)
+    labels = render_pod(JobRef("ml", "mnist", "uid-1"), spec, replica("worker-0"), 0)["metadata"][
+        "labels"
+    ]
+    assert not [k for k in labels if k.startswith("training.kubeflow.org/")]
+
+
+def test_status_selects_replicas_by_kubeflows_labels() -> None:
+    job = JobView.from_body(body(KUBEFLOW_JOB, "2026-11-22T12:00:00Z"), KUBEFLOW)
+    plan = decide(job, [], [], NOW)
+    assert plan.status is not None
+    assert plan.status["replicaStatuses"]["Worker"]["selector"] == (
+        "training.kubeflow.org/job-name=mnist,training.kubeflow.org/replica-type=worker"
+    )
+    assert plan.status["conditions"][0]["reason"] == "TFJobCreated"
+
+
+def test_events_name_the_kubeflow_object() -> None:
+    event = event_object(KUBEFLOW_JOB, "7", Event(WARNING, "Why", "what"), NOW, "op")
+    assert event["involvedObject"]["apiVersion"] == "kubeflow.org/v1"
+    assert event["involvedObject"]["uid"] == "uid-kf"
+
+
+def test_the_younger_of_two_jobs_of_one_name_fails_once_and_touches_nothing() -> None:
+    holder = JobRef("ml", "mnist", "uid-1", TFJOB_DEV)
+    job = JobView.from_body(body(KUBEFLOW_JOB, "2026-11-22T12:00:01Z"), KUBEFLOW)
+    plan = decide_name_taken(job, holder, NOW)
+    assert plan.status is not None
+    failed = next(c for c in plan.status["conditions"] if c["type"] == "Failed")
+    assert (failed["status"], failed["reason"]) == ("True", "NameTaken")
+    assert (
+        "The tfjob.dev/v1 TFJob ml/mnist, created earlier, has the same name" in (failed["message"])
+    )
+    assert plan.status["completionTime"]
+    assert [e.reason for e in plan.events] == ["NameTaken"]
+    assert (plan.create_pods, plan.create_services, plan.delete_pods) == ([], [], [])
+
+    written = JobView(job.ref, "2", 1, False, job.spec, plan.status, job.created)
+    again = decide_name_taken(written, holder, NOW)
+    assert again.status is None
+    assert again.events == []
+
+
+def test_the_controller_runs_the_older_job_and_fails_the_younger() -> None:
+    writes = FakeWrites()
+    caches = Caches(jobs=Store(), pods=Store(), services=Store())
+    controller = Controller(writes, caches, Metrics(), None, clock=FakeClock(), instance="test")
+    older = JobRef("ml", "mnist", "uid-z", TFJOB_DEV)  # the larger uid: order is by time
+    for ref, created, api in (
+        (KUBEFLOW_JOB, "2026-11-22T12:00:05Z", KUBEFLOW),
+        (older, "2026-11-22T12:00:00Z", TFJOB_DEV),
+    ):
+        caches.jobs.put(ref.uid, ("ml", "mnist"), JobView.from_body(body(ref, created), api))
+
+    async def once() -> None:
+        await controller.reconcile(("ml", "mnist"))
+        await controller.stop()
+
+    asyncio.run(once())
+    failed = [(ref, patch) for ref, patch in writes.patched if ref == KUBEFLOW_JOB]
+    assert len(failed) == 1
+    assert failed[0][1]["state"] == "Failed"
+    assert writes.decisions[0] is True
+    owners = {b["metadata"]["ownerReferences"][0]["uid"] for b in writes.bodies.values()}
+    assert owners == {"uid-z"}
+    assert len(writes.bodies) == 6  # the older job's 3 pods and 3 services
