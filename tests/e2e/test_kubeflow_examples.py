@@ -104,13 +104,20 @@ def test_a_kubeflow_example_runs_to_completion(
     assert set(statuses) == set(asked)
     leader = "Chief" if "Chief" in asked else "Worker"
     assert statuses[leader]["succeeded"] >= 1
-    services = {s.metadata.name for s in jobs.services(name)}
-    expected = {
+    # Services of replicas still running at the end go with their pods (cleanPodPolicy
+    # Running): the events name every one created.
+    events = jobs.wait_events(name, ["SuccessfulCreateService", "TFJobSucceeded"])
+    created = {
+        service
+        for e in events
+        if e.reason == "SuccessfulCreateService"
+        for service in e.message.removeprefix("Created services ").split(", ")
+    }
+    assert created == {
         f"{name}-{replica_type.lower()}-{index}"
         for replica_type, spec in asked.items()
         for index in range(spec["replicas"])
     }
-    assert services == expected
     for pod in jobs.pods(name):
         assert pod.metadata.labels["training.kubeflow.org/job-name"] == name
         config = json.loads(
@@ -124,8 +131,7 @@ def test_a_kubeflow_example_runs_to_completion(
             )
             for replica_type, spec in asked.items()
         }
-    reporters = {e.reporting_component for e in jobs.events(name)}
-    assert reporters == {"tfjob-operator"}
+    assert {e.reporting_component for e in events} == {"tfjob-operator"}
 
 
 def test_the_chart_installed_kubeflows_crd_and_keeps_it(

@@ -29,8 +29,11 @@ ROOT = Path(__file__).resolve().parents[2]
 KUBEFLOW_CRD = ROOT / "charts" / "tfjob-operator" / "files" / "tfjobs.kubeflow.org.yaml"
 KUBEFLOW = "kubeflow.org"
 SLEEP = "sleep 3600"
-#: Worker 0 succeeds (and so the job) once the test has seen every replica run.
-WORKER_0_EXITS_LATER = 'if [ "$HOSTNAME" = mnist-worker-0 ]; then sleep 8; exit 0; fi; ' + SLEEP
+#: Worker 0 succeeds (and so the job) when the test creates /done in it.
+WORKER_0_EXITS_LATER = (
+    'if [ "$HOSTNAME" = mnist-worker-0 ]; then until [ -e /done ]; do sleep 0.2; done; '
+    "exit 0; fi; " + SLEEP
+)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +66,9 @@ def kubeflow_tfjob(name: str, replica_specs: dict[str, Any], **spec: Any) -> dic
     return {**tfjob(name, replica_specs, **spec), "apiVersion": "kubeflow.org/v1"}
 
 
-def test_a_kubeflow_tfjob_gets_kubeflows_labels_owner_and_status(kubeflow_jobs: TFJobs) -> None:
+def test_a_kubeflow_tfjob_gets_kubeflows_labels_owner_and_status(
+    kubeflow_jobs: TFJobs, kubectl: Kubectl
+) -> None:
     kubeflow_jobs.create(
         kubeflow_tfjob(
             "mnist",
@@ -105,6 +110,7 @@ def test_a_kubeflow_tfjob_gets_kubeflows_labels_owner_and_status(kubeflow_jobs: 
     ).items
     assert sorted(p.metadata.name for p in selected) == ["mnist-worker-0", "mnist-worker-1"]
 
+    kubectl("exec", "-n", kubeflow_jobs.namespace, "mnist-worker-0", "--", "touch", "/done")
     done = kubeflow_jobs.wait_state("mnist", "Succeeded", 60)
     assert condition(done, "Succeeded")["reason"] == "TFJobSucceeded"  # type: ignore[index]
     assert condition(done, "Created")["reason"] == "TFJobCreated"  # type: ignore[index]
