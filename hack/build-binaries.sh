@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds the pinned Kubernetes components (control plane, kubelet, kube-proxy, kubeadm,
-# kubectl), etcd, CoreDNS, helm, kwok, kind and the project's node tools (hack/nodetools:
+# kubectl), etcd, CoreDNS, helm, kwok, kind, Kueue and the project's node tools (hack/nodetools:
 # pause, a fake GPU device plugin) from the Go module proxy into a cache outside the work
 # tree, one directory per tool and version. What is already built is skipped; each binary is written to a temporary
 # name and renamed when complete, so an interrupted build leaves nothing half-made.
 #
-#   hack/build-binaries.sh [kubernetes|etcd|coredns|helm|kwok|kind|nodetools|all]
+#   hack/build-binaries.sh [kubernetes|etcd|coredns|helm|kwok|kind|kueue|nodetools|all]
 #                                 (default: kubernetes etcd coredns helm nodetools)
 #   hack/build-binaries.sh --print-dir TOOL                  prints where TOOL's binaries live
 #
@@ -27,6 +27,7 @@ tool_dir() {
     helm) echo "$cache/bin/helm-$HELM_VERSION" ;;
     kwok) echo "$cache/bin/kwok-$KWOK_VERSION" ;;
     kind) echo "$cache/bin/kind-$KIND_VERSION" ;;
+    kueue) echo "$cache/bin/kueue-$KUEUE_VERSION" ;;
     # Versioned by its sources: any change to them is a new directory.
     nodetools) echo "$cache/bin/nodetools-$(nodetools_version)" ;;
     *) echo "unknown tool: $1" >&2; return 2 ;;
@@ -203,6 +204,22 @@ build_kind() {
   log "kind $KIND_VERSION: built into $dir"
 }
 
+# The module proxy here answers for pinned versions but not for a module's version list,
+# which `go install module@version` reads: the command is built in a module of our own.
+build_kueue() {
+  local dir mod scratch
+  dir=$(tool_dir kueue)
+  if all_present "$dir" kueue; then log "kueue $KUEUE_VERSION: present in $dir"; return; fi
+  log "kueue $KUEUE_VERSION: building"
+  mod=$(wrapper_module "kueue-$KUEUE_VERSION")
+  printf 'module tfjob.dev/hack/kueue-build\n\ngo 1.25.0\n' >"$mod/go.mod"
+  run_logged kueue-get env -C "$mod" go get "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION"
+  scratch=$(mktemp -d "$cache/bin/.kueue-build.XXXXXX")
+  run_logged kueue-build env -C "$mod" go build -v -trimpath -ldflags "-s -w" -o "$scratch/kueue" sigs.k8s.io/kueue/cmd/kueue
+  install_from "$scratch" "$dir" kueue
+  log "kueue $KUEUE_VERSION: built into $dir"
+}
+
 if [ "${1:-}" = "--print-dir" ]; then
   tool_dir "${2:?--print-dir needs a tool name}"
   exit 0
@@ -217,11 +234,11 @@ rm -rf "$cache"/bin/.*-build.* 2>/dev/null || true
 
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(kubernetes etcd coredns helm nodetools)
-[ "${tools[0]}" = all ] && tools=(kubernetes etcd coredns helm kwok kind nodetools)
+[ "${tools[0]}" = all ] && tools=(kubernetes etcd coredns helm kwok kind kueue nodetools)
 for tool in "${tools[@]}"; do
   case "$tool" in
-    kubernetes | etcd | coredns | helm | kwok | kind | nodetools) "build_$tool" ;;
-    *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, coredns, helm, kwok, kind, nodetools, all)" >&2; exit 2 ;;
+    kubernetes | etcd | coredns | helm | kwok | kind | kueue | nodetools) "build_$tool" ;;
+    *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, coredns, helm, kwok, kind, kueue, nodetools, all)" >&2; exit 2 ;;
   esac
 done
 for tool in "${tools[@]}"; do printf '%-10s %s\n' "$tool" "$(tool_dir "$tool")"; done

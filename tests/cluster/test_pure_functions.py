@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 import tomli_w
+import yaml
 
-from tfjob_localcluster import addons, capabilities, cgroups, images, network, private_run
+from tfjob_localcluster import addons, capabilities, cgroups, images, kueue, network, private_run
 from tfjob_localcluster.binaries import (
     HACK,
     Binaries,
@@ -213,3 +214,55 @@ def test_namespace_names() -> None:
     name = namespace_name("test_pod[Never-exit 3]")
     assert name.startswith("test-pod-never-exit-3-")
     assert len(namespace_name("x" * 200)) <= 63
+
+
+def test_kueue_webhooks_are_kept_to_its_objects_and_the_tfjob_and_call_the_process() -> None:
+    def webhook(name: str, group: str, resource: str) -> dict[str, object]:
+        rules = [{"apiGroups": [group], "resources": [resource]}]
+        service = {"name": "webhook-service", "namespace": "system", "path": f"/{name}"}
+        return {"name": name, "clientConfig": {"service": service}, "rules": rules}
+
+    manifest = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "mutating-webhook-configuration"},
+        "webhooks": [
+            webhook("mjob", "batch", "jobs"),
+            webhook("mtfjob", "kubeflow.org", "tfjobs"),
+            webhook("mworkload", "kueue.x-k8s.io", "workloads"),
+        ],
+    }
+    (out,) = kueue.webhook_configurations([manifest], "https://127.0.0.1:9", b"CA", ["tfjobs"])
+    assert out["metadata"] == {"name": "kueue-mutating-webhook-configuration"}
+    assert [w["name"] for w in out["webhooks"]] == ["mtfjob", "mworkload"]
+    assert out["webhooks"][0]["clientConfig"] == {
+        "url": "https://127.0.0.1:9/mtfjob",
+        "caBundle": "Q0E=",
+    }
+
+
+def test_kueue_crds_get_the_conversion_webhooks_its_kustomization_patches_in(
+    tmp_path: Path,
+) -> None:
+    for name in ("workloads", "resourceflavors"):
+        crd = {"metadata": {"name": f"{name}.kueue.x-k8s.io"}, "spec": {}}
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(crd))
+        patch = {"metadata": {"name": f"{name}.kueue.x-k8s.io"}}
+        (tmp_path / f"webhook_in_{name}.yaml").write_text(yaml.safe_dump(patch))
+    # The resourceflavors patch is commented out, as in Kueue's kustomization.
+    (tmp_path / "kustomization.yaml").write_text(
+        "resources: [workloads.yaml, resourceflavors.yaml]\n"
+        "patches:\n- path: webhook_in_workloads.yaml\n#- path: webhook_in_resourceflavors.yaml\n"
+    )
+    workloads, flavors = kueue.crds(tmp_path, "https://127.0.0.1:9", b"CA")
+    webhook = workloads["spec"]["conversion"]["webhook"]
+    assert webhook["clientConfig"]["url"] == "https://127.0.0.1:9/convert"
+    assert "conversion" not in flavors["spec"]
+
+
+def test_kueue_runs_without_certificate_management_and_only_the_tfjob_integration() -> None:
+    config = kueue.configuration(9443, 8081, Path("/state/certs"))
+    assert config["internalCertManagement"] == {"enable": False}
+    assert config["webhook"] == {"host": "127.0.0.1", "port": 9443, "certDir": "/state/certs"}
+    assert config["integrations"] == {"frameworks": ["kubeflow.org/tfjob"]}
+    assert config["leaderElection"] == {"leaderElect": False}

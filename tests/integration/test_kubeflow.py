@@ -3,21 +3,17 @@ cluster: their CRD as the chart installs it, the labels and status Kubeflow's cl
 and jobs left to the controller their runPolicy.managedBy names.
 
 The module installs tfjobs.kubeflow.org and runs its own operator with --kubeflow instead
-of the session's; it deletes that CRD afterwards, so that `kubectl get tfjob` in other
-tests keeps meaning tfjob.dev.
+of the session's (the `kubeflow_operator` fixture).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
-from support.fixtures import install_crd, stop_session_operator
 from support.operator_process import OperatorProcess
 from support.tfjobs import SHELL_IMAGE, TFJobs, condition, shell_replica, tfjob
 
@@ -25,8 +21,6 @@ from tfjob_localcluster.pytest_plugin import Kubectl
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
-KUBEFLOW_CRD = ROOT / "charts" / "tfjob-operator" / "files" / "tfjobs.kubeflow.org.yaml"
 KUBEFLOW = "kubeflow.org"
 SLEEP = "sleep 3600"
 #: Worker 0 succeeds (and so the job) when the test creates /done in it.
@@ -34,32 +28,6 @@ WORKER_0_EXITS_LATER = (
     'if [ "$HOSTNAME" = mnist-worker-0 ]; then until [ -e /done ]; do sleep 0.2; done; '
     "exit 0; fi; " + SLEEP
 )
-
-
-@pytest.fixture(scope="module")
-def kubeflow_operator(
-    request: pytest.FixtureRequest,
-    kubectl: Kubectl,
-    kubeconfig: str,
-    tfjob_crd: Path,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[OperatorProcess]:
-    install_crd(kubectl, KUBEFLOW_CRD)
-    stop_session_operator(request.config)
-    process = OperatorProcess(
-        kubeconfig, tmp_path_factory.mktemp("kubeflow") / "operator.log", "--kubeflow"
-    )
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
-        kubectl("delete", "crd", "tfjobs.kubeflow.org", "--wait=true", "--timeout=120s")
-
-
-@pytest.fixture
-def kubeflow_jobs(kubeflow_operator: OperatorProcess, k8s_client: Any, namespace: str) -> TFJobs:
-    return TFJobs(k8s_client, namespace, group=KUBEFLOW)
 
 
 def kubeflow_tfjob(name: str, replica_specs: dict[str, Any], **spec: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from support.tfjobs import TFJobs
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
+KUBEFLOW_CRD = ROOT / "charts" / "tfjob-operator" / "files" / "tfjobs.kubeflow.org.yaml"
 _OPERATOR_KEY = pytest.StashKey[OperatorProcess]()
 
 
@@ -57,6 +58,36 @@ def operator(
         yield process
     finally:
         process.stop()
+
+
+@pytest.fixture(scope="module")
+def kubeflow_operator(
+    request: pytest.FixtureRequest,
+    kubectl: Any,
+    kubeconfig: str,
+    tfjob_crd: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[OperatorProcess]:
+    """Kubeflow's CRD and, instead of the session's operator, one run with --kubeflow, for
+    the module. The CRD is deleted afterwards, so that `kubectl get tfjob` in other tests
+    keeps meaning tfjob.dev."""
+    install_crd(kubectl, KUBEFLOW_CRD)
+    stop_session_operator(request.config)
+    process = OperatorProcess(
+        kubeconfig, tmp_path_factory.mktemp("kubeflow") / "operator.log", "--kubeflow"
+    )
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        kubectl("delete", "crd", "tfjobs.kubeflow.org", "--wait=true", "--timeout=120s")
+
+
+@pytest.fixture
+def kubeflow_jobs(kubeflow_operator: OperatorProcess, k8s_client: Any, namespace: str) -> TFJobs:
+    """TFJob helpers for kubeflow.org/v1 in this test's namespace."""
+    return TFJobs(k8s_client, namespace, group="kubeflow.org")
 
 
 @pytest.fixture

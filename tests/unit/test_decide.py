@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from tfjob_operator.api import JobRef
-from tfjob_operator.decide import Plan, decide
+from tfjob_operator.decide import JobView, Plan, decide
 
-from .tfjobs import NOW, job_view, pod, replica_spec, services
+from .tfjobs import JOB, NOW, job_view, pod, replica_spec, services
 
 pytestmark = pytest.mark.unit
 
@@ -413,6 +413,15 @@ def test_suspend_deletes_children_and_resume_recreates_them() -> None:
     assert created(resumed) == [f"mnist-{k}" for k in ALL_MWMS]
     assert condition(resumed.status, "Suspended")["status"] == "False"
     assert resumed.status["startTime"] == "2026-11-22T12:05:00Z"
+
+
+def test_a_job_queued_in_kueue_says_so_while_suspended() -> None:
+    queued = JobView(JOB, "1", 1, False, {**MWMS, "runPolicy": {"suspend": True}}, {}, "", "team")
+    held = condition(decide(queued, [], [], NOW).status, "Suspended")
+    assert held["reason"] == "TFJobSuspended"
+    assert held["message"] == (
+        "TFJob ml/mnist is suspended: queued in Kueue's LocalQueue team until it is admitted."
+    )
 
 
 def test_changed_replica_count_recreates_pods_without_counting_a_restart() -> None:

@@ -38,6 +38,8 @@ LABEL_GENERATION: Final = "tfjob.dev/replica-generation"
 LABEL_CLUSTER_DIGEST: Final = "tfjob.dev/cluster-digest"
 
 GPU_RESOURCE: Final = "nvidia.com/gpu"
+#: Kueue's label naming the LocalQueue a job waits in; Kueue suspends and resumes the job.
+KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 
 #: Exit code of TensorFlow's PreemptionCheckpointHandler (and of tfjob-train for a lost peer).
 PREEMPTION_EXIT_CODE: Final = 42

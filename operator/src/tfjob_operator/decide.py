@@ -24,7 +24,7 @@ from typing import Any
 
 from . import conditions as cond
 from . import status as status_of
-from .api import TFJOB_DEV, ConditionType, JobRef, ReplicaType, TFJobApi
+from .api import KUEUE_QUEUE_LABEL, TFJOB_DEV, ConditionType, JobRef, ReplicaType, TFJobApi
 from .api import CleanPodPolicy as Clean
 from .events import NORMAL, WARNING, Event
 from .failure_policy import is_retryable, past_backoff_limit, restart_group
@@ -48,6 +48,8 @@ class JobView:
     status: Mapping[str, Any]
     #: metadata.creationTimestamp: of two TFJobs of one name, the older holds the name.
     created: str = ""
+    #: The Kueue LocalQueue the job is queued in (KUEUE_QUEUE_LABEL), if any.
+    queue: str | None = None
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any], api: TFJobApi = TFJOB_DEV) -> JobView:
@@ -55,6 +57,7 @@ class JobView:
         return cls(
             ref=JobRef(metadata["namespace"], metadata["name"], metadata["uid"], api),
             created=str(metadata.get("creationTimestamp") or ""),
+            queue=(metadata.get("labels") or {}).get(KUEUE_QUEUE_LABEL),
             resource_version=str(metadata.get("resourceVersion") or ""),
             generation=int(metadata.get("generation") or 0),
             deleting=metadata.get("deletionTimestamp") is not None,
@@ -376,9 +379,13 @@ class _Decision:
         for service in self.services:
             self._delete_service(service, "the TFJob is suspended")
         if not cond.is_true(self.conditions, ConditionType.SUSPENDED):
-            self._set(
-                ConditionType.SUSPENDED, True, "TFJobSuspended", f"TFJob {self._id} is suspended."
-            )
+            message = f"TFJob {self._id} is suspended."
+            if self.job.queue:
+                message = (
+                    f"TFJob {self._id} is suspended: queued in Kueue's LocalQueue "
+                    f"{self.job.queue} until it is admitted."
+                )
+            self._set(ConditionType.SUSPENDED, True, "TFJobSuspended", message)
             self._event(NORMAL, "TFJobSuspended", "Suspended: deleting pods and services")
         return self._plan_with_status(spec)
 

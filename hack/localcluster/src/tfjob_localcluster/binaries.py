@@ -33,6 +33,7 @@ _TOOLS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "etcd": ("ETCD_VERSION", ("etcd",)),
     "coredns": ("COREDNS_VERSION", ("coredns",)),
+    "kueue": ("KUEUE_VERSION", ("kueue",)),
     "nodetools": ("", ("pause", "gpu-device-plugin")),
     "helm": ("HELM_VERSION", ("helm",)),
     "kwok": ("KWOK_VERSION", ("kwok",)),
@@ -181,6 +182,10 @@ class Binaries:
     @property
     def kind(self) -> Path:
         return self.path("kind")
+
+    @property
+    def kueue(self) -> Path:
+        return self.path("kueue")
 
     @property
     def kubernetes_version(self) -> str:

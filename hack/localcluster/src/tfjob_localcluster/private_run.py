@@ -1,4 +1,5 @@
-"""`python -m tfjob_localcluster.private_run COMMAND...`: COMMAND in a private /run and /opt.
+"""`python -m tfjob_localcluster.private_run [--etc-upper=DIR] COMMAND...`: COMMAND in a
+private /run and /opt, and with --etc-upper an /etc whose changes stay in DIR.
 
 Started inside a new mount namespace (`unshare --mount --propagation=private`): covers
 /run and /opt with tmpfs of this namespace only (keeping visible the directory of any
@@ -9,6 +10,10 @@ every mount it makes, stays in the namespace and goes with it:
   containerd creates;
 - debootstrap (baseimage.py): the `/proc` and `/sys` it mounts in the target, and the
   `/run/mount` that mount(8) creates.
+
+With `--etc-upper=DIR`, /etc is an overlay of the host's /etc and DIR: what DIR holds
+appears in /etc, and what the command writes there goes to DIR (Kueue, kueue.py, reads a
+certificate from a fixed path under /etc). DIR's sibling `<DIR>.work` is overlayfs' own.
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ from __future__ import annotations
 import os
 import sys
 
-from tfjob_localcluster.node.mounts import cover
+from tfjob_localcluster.node.mounts import cover, mount
 from tfjob_localcluster.packages import SYSTEM_PATH
 
 COVERED = ("/run", "/opt")
+ETC_UPPER = "--etc-upper="
 
 
 def paths_in(argv: list[str]) -> list[str]:
@@ -33,8 +39,16 @@ def paths_in(argv: list[str]) -> list[str]:
     return found
 
 
+def overlay_etc(upper: str) -> None:
+    work = f"{upper.rstrip('/')}.work"
+    os.makedirs(work, exist_ok=True)
+    mount("overlay", "/etc", "overlay", 0, f"lowerdir=/etc,upperdir={upper},workdir={work}")
+
+
 def main() -> None:
     argv = sys.argv[1:]
+    if argv and argv[0].startswith(ETC_UPPER):
+        overlay_etc(argv.pop(0).removeprefix(ETC_UPPER))
     keep = [os.path.dirname(path) for path in paths_in(argv)]
     for directory in COVERED:
         cover(directory, None, keep)

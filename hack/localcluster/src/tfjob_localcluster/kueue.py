@@ -1,0 +1,253 @@
+"""Kueue beside a local cluster: the real manager, built from its Go module, admitting jobs.
+
+Kueue runs as a host process, like the control plane, from the binary hack/build-binaries.sh
+builds (KUEUE_VERSION). What Kueue's manifests deploy in a cluster comes from the same
+module: its CRDs (config/components/crd/bases) and its webhooks
+(config/components/webhook/manifests.yaml), and the conversion webhooks its kustomization
+patches into some CRDs (their objects are stored as v1beta1 and served as v1beta2 too).
+The webhooks kept are those of Kueue's own objects and of the integrations it runs here
+(Kubeflow's TFJob); they call the process at https://127.0.0.1:<port> with a certificate
+of the cluster's CA, since no Service fronts it.
+So Kueue's own certificate management, which expects that Service, is off, and so is its
+visibility API server, which nothing here registers. Without its certificate management,
+Kueue reads a metrics certificate from /etc/kueue/metrics/certs even when it serves no
+metrics: it runs in a mount namespace of its own (private_run.py) whose /etc is an
+overlay holding that file, so nothing is written to the host's /etc.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tfjob_localcluster import gomodule
+from tfjob_localcluster.binaries import locate, read_versions
+from tfjob_localcluster.controlplane import free_port
+from tfjob_localcluster.pki import CertificateAuthority
+from tfjob_localcluster.procs import ManagedProcess
+
+MODULE = "sigs.k8s.io/kueue"
+NAMESPACE = "kueue-system"
+#: Kueue's names for the integrations it runs here, and the resources their webhooks see.
+FRAMEWORKS = {"kubeflow.org/tfjob": "tfjobs"}
+KUEUE_GROUP = "kueue.x-k8s.io"
+WEBHOOK_MANIFESTS = Path("config/components/webhook/manifests.yaml")
+#: Where Kueue reads its metrics certificate when its certificate management is off.
+METRICS_CERTS = Path("kueue/metrics/certs")
+CRDS = Path("config/components/crd")
+
+Obj = dict[str, Any]
+
+
+class KueueError(RuntimeError):
+    """Kueue did not start, or its webhooks did not answer."""
+
+
+def configuration(webhook_port: int, health_port: int, cert_dir: Path) -> Obj:
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": NAMESPACE,
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health_port}"},
+        "metrics": {"bindAddress": "0"},
+        "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "integrations": {"frameworks": list(FRAMEWORKS)},
+    }
+
+
+def webhook_configurations(
+    manifests: Sequence[Obj], url: str, ca_bundle: bytes, resources: Sequence[str]
+) -> list[Obj]:
+    """Kueue's webhook configurations, kept to its own objects and `resources`, calling
+    `url` + each webhook's path instead of a Service."""
+    out = []
+    for manifest in manifests:
+        kept = []
+        for webhook in manifest.get("webhooks") or []:
+            rules = webhook.get("rules") or []
+            ours = any(KUEUE_GROUP in r.get("apiGroups", []) for r in rules) or any(
+                resource in r.get("resources", []) for r in rules for resource in resources
+            )
+            if not ours:
+                continue
+            path = webhook["clientConfig"]["service"]["path"]
+            kept.append(
+                {
+                    **webhook,
+                    "clientConfig": {
+                        "url": f"{url}{path}",
+                        "caBundle": base64.b64encode(ca_bundle).decode(),
+                    },
+                }
+            )
+        metadata = {"name": f"kueue-{manifest['metadata']['name']}"}
+        out.append({**manifest, "metadata": metadata, "webhooks": kept})
+    return out
+
+
+def crds(directory: Path, url: str, ca_bundle: bytes) -> list[Obj]:
+    """Kueue's CRDs as its kustomization in `directory` lists them, with the conversion
+    webhooks it patches in calling `url`/convert."""
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    out = [yaml.safe_load((directory / path).read_text()) for path in kustomization["resources"]]
+    converted = {
+        yaml.safe_load((directory / patch["path"]).read_text())["metadata"]["name"]
+        for patch in kustomization.get("patches") or []
+        if "webhook_in_" in patch["path"]
+    }
+    for crd in out:
+        if crd["metadata"]["name"] in converted:
+            crd["spec"]["conversion"] = {
+                "strategy": "Webhook",
+                "webhook": {
+                    "clientConfig": {
+                        "url": f"{url}/convert",
+                        "caBundle": base64.b64encode(ca_bundle).decode(),
+                    },
+                    "conversionReviewVersions": ["v1"],
+                },
+            }
+    return out
+
+
+class Kueue:
+    """Kueue for a cluster whose API server runs on this host (see the module docstring)."""
+
+    def __init__(
+        self, kubeconfig: Path, kubectl: Path, ca: CertificateAuthority, state_dir: Path
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.kubectl = kubectl
+        self.ca = ca
+        self.state_dir = state_dir
+        self.version = read_versions()["KUEUE_VERSION"]
+        self.binary = locate("kueue").kueue
+        self.webhook_port = free_port("127.0.0.1")
+        self.health_port = free_port("127.0.0.1")
+        self.process: ManagedProcess | None = None
+        self.webhooks: list[Obj] = []
+
+    def start(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        module = gomodule.module_dir(MODULE, self.version)
+        url = f"https://127.0.0.1:{self.webhook_port}"
+        ca_bundle = self.ca.pair.cert.read_bytes()
+        for crd in crds(module / CRDS, url, ca_bundle):
+            self._apply(crd)
+        self._apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        cert_dir = self.state_dir / "certs"
+        cert_dir.mkdir(parents=True, exist_ok=True)
+        pair = self.ca.issue(
+            cert_dir / "tls.crt", "kueue-webhook", ip_addresses=("127.0.0.1",), server=True
+        )
+        assert pair.key == cert_dir / "tls.key"
+        etc_upper = self.state_dir / "etc"
+        shutil.copytree(cert_dir, etc_upper / METRICS_CERTS, dirs_exist_ok=True)
+        config = self.state_dir / "config.yaml"
+        config.write_text(
+            yaml.safe_dump(configuration(self.webhook_port, self.health_port, cert_dir))
+        )
+        self.process = ManagedProcess(
+            "kueue",
+            [
+                "unshare",
+                "--mount",
+                "--propagation=private",
+                sys.executable,
+                "-m",
+                "tfjob_localcluster.private_run",
+                f"--etc-upper={etc_upper}",
+                str(self.binary),
+                f"--config={config}",
+                f"--kubeconfig={self.kubeconfig}",
+                "--feature-gates=VisibilityOnDemand=false",
+            ],
+            self.state_dir / "kueue.log",
+        )
+        self.process.start()
+        self._wait_ready(deadline)
+        manifests = [m for m in yaml.safe_load_all((module / WEBHOOK_MANIFESTS).read_text()) if m]
+        self.webhooks = webhook_configurations(manifests, url, ca_bundle, list(FRAMEWORKS.values()))
+        for webhook in self.webhooks:
+            self._apply(webhook)
+        self._wait_webhooks(deadline)
+
+    def stop(self) -> None:
+        """Removes the webhooks first: the API server must not call a Kueue that is gone."""
+        for webhook in self.webhooks:
+            kind = webhook["kind"].lower()
+            self._kubectl("delete", kind, webhook["metadata"]["name"], "--ignore-not-found")
+        self.webhooks = []
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+
+    def log_tail(self, lines: int = 60) -> str:
+        return self.process.tail(lines) if self.process else "(not started)"
+
+    def _wait_ready(self, deadline: float) -> None:
+        url = f"http://127.0.0.1:{self.health_port}/readyz"
+        while True:
+            assert self.process is not None
+            if not self.process.running():
+                raise KueueError(f"kueue exited at start:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                raise KueueError(f"kueue not ready at {url}:\n{self.log_tail()}")
+            time.sleep(0.5)
+
+    def _wait_webhooks(self, deadline: float) -> None:
+        """Until the API server reaches Kueue's webhooks: a server-side dry run of a
+        ResourceFlavor passes through them."""
+        probe = {
+            "apiVersion": f"{KUEUE_GROUP}/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "webhook-probe"},
+        }
+        while True:
+            done = self._run("create", "--dry-run=server", "-f", "-", input=json.dumps(probe))
+            if done.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise KueueError(
+                    f"Kueue's webhooks do not answer: {done.stderr}\n{self.log_tail()}"
+                )
+            time.sleep(0.5)
+
+    def _apply(self, obj: Obj) -> None:
+        self._kubectl(
+            "apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(obj)
+        )
+
+    def _kubectl(self, *args: str, input: str | None = None) -> None:
+        done = self._run(*args, input=input)
+        if done.returncode != 0:
+            raise KueueError(f"kubectl {' '.join(args)}: {done.stderr}")
+
+    def _run(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.kubectl), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
