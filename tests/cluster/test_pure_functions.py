@@ -266,3 +266,11 @@ def test_kueue_runs_without_certificate_management_and_only_the_tfjob_integratio
     assert config["webhook"] == {"host": "127.0.0.1", "port": 9443, "certDir": "/state/certs"}
     assert config["integrations"] == {"frameworks": ["kubeflow.org/tfjob"]}
     assert config["leaderElection"] == {"leaderElect": False}
+
+
+def test_a_private_run_command_enters_a_mount_namespace_then_this_module() -> None:
+    plain = private_run.command(["dockerd", "--data-root=/d"])
+    assert plain[:3] == ["unshare", "--mount", "--propagation=private"]
+    assert plain[4:] == ["-m", "tfjob_localcluster.private_run", "dockerd", "--data-root=/d"]
+    overlaid = private_run.command(["kueue"], Path("/state/etc"))
+    assert overlaid[-2:] == ["--etc-upper=/state/etc", "kueue"]

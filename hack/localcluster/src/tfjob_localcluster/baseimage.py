@@ -14,13 +14,12 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tfjob_localcluster import packages
+from tfjob_localcluster import packages, private_run
 
 SUITE = "bookworm"
 PACKAGES = ("python3", "python3-venv", "ca-certificates")
@@ -63,10 +62,10 @@ def build_rootfs_tar(directory: Path, say: Callable[[str], None]) -> Path:
         # In a mount namespace of its own: the target's /proc and /sys, and mount(8)'s
         # /run/mount, never reach the host, even if debootstrap is interrupted.
         run(
-            "unshare", "--mount", "--propagation=private",
-            sys.executable, "-m", "tfjob_localcluster.private_run",
-            "debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
-            SUITE, str(rootfs), MIRROR,
+            *private_run.command([
+                "debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
+                SUITE, str(rootfs), MIRROR,
+            ])
         )  # fmt: skip
         shutil.copyfile(CA_BUNDLE, rootfs / "etc/ssl/certs/ca-certificates.crt")
         for leftover in ("var/lib/apt/lists", "var/cache/apt/archives"):

@@ -27,13 +27,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
-from tfjob_localcluster import capabilities, packages
+from tfjob_localcluster import capabilities, packages, private_run
 from tfjob_localcluster.binaries import cache_root
 from tfjob_localcluster.procs import ManagedProcess
 
@@ -165,15 +164,7 @@ class DockerEngine:
         )
         self.process = ManagedProcess(
             "dockerd",
-            [
-                "unshare",
-                "--mount",
-                "--propagation=private",
-                sys.executable,
-                "-m",
-                "tfjob_localcluster.private_run",
-                *dockerd_argv(self.directory, dockerd_major_version()),
-            ],
+            private_run.command(dockerd_argv(self.directory, dockerd_major_version())),
             self.directory / "dockerd.log",
         )
         self.process.start()

@@ -21,7 +21,6 @@ import base64
 import json
 import shutil
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -31,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from tfjob_localcluster import gomodule
+from tfjob_localcluster import gomodule, private_run
 from tfjob_localcluster.binaries import locate, read_versions
 from tfjob_localcluster.controlplane import free_port
 from tfjob_localcluster.pki import CertificateAuthority
@@ -162,19 +161,15 @@ class Kueue:
         )
         self.process = ManagedProcess(
             "kueue",
-            [
-                "unshare",
-                "--mount",
-                "--propagation=private",
-                sys.executable,
-                "-m",
-                "tfjob_localcluster.private_run",
-                f"--etc-upper={etc_upper}",
-                str(self.binary),
-                f"--config={config}",
-                f"--kubeconfig={self.kubeconfig}",
-                "--feature-gates=VisibilityOnDemand=false",
-            ],
+            private_run.command(
+                [
+                    str(self.binary),
+                    f"--config={config}",
+                    f"--kubeconfig={self.kubeconfig}",
+                    "--feature-gates=VisibilityOnDemand=false",
+                ],
+                etc_upper,
+            ),
             self.state_dir / "kueue.log",
         )
         self.process.start()

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 
 from tfjob_localcluster.node.mounts import cover, mount
 from tfjob_localcluster.packages import SYSTEM_PATH
@@ -37,6 +39,15 @@ def paths_in(argv: list[str]) -> list[str]:
         if value.startswith("/"):
             found.append(value)
     return found
+
+
+def command(argv: Sequence[str], etc_upper: Path | None = None) -> list[str]:
+    """The command line that runs `argv` through this module in a new mount namespace."""
+    options = [] if etc_upper is None else [f"{ETC_UPPER}{etc_upper}"]
+    return [
+        "unshare", "--mount", "--propagation=private",
+        sys.executable, "-m", "tfjob_localcluster.private_run", *options, *argv,
+    ]  # fmt: skip
 
 
 def overlay_etc(upper: str) -> None:
