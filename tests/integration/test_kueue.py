@@ -116,6 +116,11 @@ def suspended(job: dict[str, Any]) -> bool:
     return bool(job["spec"]["runPolicy"].get("suspend"))
 
 
+def suspended_message(job: dict[str, Any]) -> str:
+    held = condition(job, "Suspended")
+    return str(held["message"]) if held and held["status"] == "True" else ""
+
+
 def test_queued_jobs_run_one_after_the_other_within_the_quota(
     kubeflow_jobs: TFJobs, kubectl: Kubectl, queue: str
 ) -> None:
@@ -149,7 +154,11 @@ def test_a_job_larger_than_the_quota_never_starts(
     kubeflow_jobs: TFJobs, kubectl: Kubectl, queue: str
 ) -> None:
     kubeflow_jobs.create(queued_tfjob("huge", queue, "2"))
-    waiting = kubeflow_jobs.wait_state("huge", "Suspended", 30)
+    # The TFJob says why, in Kueue's words, as soon as Kueue has said it.
+    waiting = kubeflow_jobs.wait_for(
+        "huge", lambda job: "Kueue: " in suspended_message(job), "Kueue's reason", 30
+    )
+    assert "insufficient quota for cpu" in suspended_message(waiting)
     assert kubeflow_jobs.pods("huge") == []
     workloads = json.loads(
         kubectl("get", "workloads", "-n", kubeflow_jobs.namespace, "-o", "json").stdout
@@ -161,3 +170,12 @@ def test_a_job_larger_than_the_quota_never_starts(
     ]
     admitted = {c["type"]: c for c in workload["status"].get("conditions") or []}
     assert admitted["QuotaReserved"]["status"] == "False"
+
+
+def test_a_job_in_a_queue_that_does_not_exist_says_so(kubeflow_jobs: TFJobs, kueue: Kueue) -> None:
+    kubeflow_jobs.create(queued_tfjob("lost", "no-such-queue", "100m"))
+    waiting = kubeflow_jobs.wait_for(
+        "lost", lambda job: "Kueue: " in suspended_message(job), "Kueue's reason", 30
+    )
+    assert suspended_message(waiting).endswith("Kueue: LocalQueue no-such-queue doesn't exist")
+    assert kubeflow_jobs.pods("lost") == []

@@ -14,7 +14,8 @@ from tfjob_operator.controller import Caches, Controller
 from tfjob_operator.decide import JobView, decide, decide_name_taken
 from tfjob_operator.events import WARNING, Event, event_object
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.operator_main import job_reader
+from tfjob_operator.observe import WorkloadObservation, observe_workload
+from tfjob_operator.operator_main import job_reader, read_workload
 from tfjob_operator.render import render_pod, render_service
 from tfjob_operator.spec import parse_spec
 from tfjob_operator.watchcache import Store
@@ -169,3 +170,61 @@ def test_the_controller_runs_the_older_job_and_fails_the_younger() -> None:
     owners = {b["metadata"]["ownerReferences"][0]["uid"] for b in writes.bodies.values()}
     assert owners == {"uid-z"}
     assert len(writes.bodies) == 6  # the older job's 3 pods and 3 services
+
+
+def workload(owner: JobRef, reserved: dict[str, str] | None) -> dict[str, Any]:
+    conditions = [{"type": "QuotaReserved", **reserved}] if reserved else []
+    return {
+        "metadata": {
+            "namespace": owner.namespace,
+            "name": f"tfjob-{owner.name}-1a2b3",
+            "uid": "uid-wl",
+            "ownerReferences": [
+                {"kind": "TFJob", "name": owner.name, "uid": owner.uid, "controller": True}
+            ],
+        },
+        "status": {"conditions": conditions},
+    }
+
+
+def test_a_workload_is_filed_under_its_tfjob_with_why_kueue_does_not_admit_it() -> None:
+    refused = {"status": "False", "reason": "Inadmissible", "message": "LocalQueue q doesn't exist"}
+    read = read_workload(workload(KUBEFLOW_JOB, refused))
+    assert read is not None
+    uid, key, observed = read
+    assert (uid, key) == ("uid-wl", ("ml", "mnist"))
+    assert observed.owner_uid == "uid-kf"
+    assert observed.not_admitted == "LocalQueue q doesn't exist"
+    admitted = observe_workload(workload(KUBEFLOW_JOB, {"status": "True", "message": "ok"}))
+    assert admitted.not_admitted is None
+    assert observe_workload(workload(KUBEFLOW_JOB, None)).not_admitted is None
+    orphan = workload(KUBEFLOW_JOB, None)
+    orphan["metadata"]["ownerReferences"][0]["kind"] = "Job"
+    assert read_workload(orphan) is None
+
+
+def test_a_suspended_queued_job_says_why_kueue_has_not_admitted_it() -> None:
+    queued = body(KUBEFLOW_JOB, "2026-11-22T12:00:00Z", suspend=True)
+    queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
+    job = JobView.from_body(queued, KUBEFLOW)
+    refused = observe_workload(
+        workload(KUBEFLOW_JOB, {"status": "False", "message": "insufficient quota for cpu"})
+    )
+    other = WorkloadObservation(owner_uid="uid-other", not_admitted="not this one")
+    plan = decide(job, [], [], NOW, None, [other, refused])
+    assert plan.status is not None
+    held = next(c for c in plan.status["conditions"] if c["type"] == "Suspended")
+    assert held["message"] == (
+        "TFJob ml/mnist is suspended: queued in Kueue's LocalQueue q until it is admitted. "
+        "Kueue: insufficient quota for cpu"
+    )
+    # Kueue's reason changes: the message follows, the transition time stays.
+    later = NOW.replace(minute=5)
+    written = JobView(job.ref, "2", 1, False, job.spec, plan.status, job.created, job.queue)
+    gone = WorkloadObservation(owner_uid="uid-kf", not_admitted="LocalQueue q doesn't exist")
+    again = decide(written, [], [], later, None, [gone])
+    assert again.status is not None
+    moved = next(c for c in again.status["conditions"] if c["type"] == "Suspended")
+    assert moved["message"].endswith("Kueue: LocalQueue q doesn't exist")
+    assert moved["lastTransitionTime"] == held["lastTransitionTime"]
+    assert again.events == []

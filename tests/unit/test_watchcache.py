@@ -79,6 +79,12 @@ class FakeApiServer:
         return page, version, "" if last else str(index + 1)
 
 
+def api_of(test_server: TestServer) -> Api:
+    """A client of the fake API server, with the token it expects."""
+    server = str(test_server.make_url("")).rstrip("/")
+    return Api(Connection(server=server, ssl_context=False, tokens=TokenSource(token="secret")))
+
+
 def run_watch(server: FakeApiServer) -> tuple[Store[str], list[tuple[str, str]]]:
     store: Store[str] = Store()
     woken: list[tuple[str, str]] = []
@@ -87,12 +93,7 @@ def run_watch(server: FakeApiServer) -> tuple[Store[str], list[tuple[str, str]]]
         app = web.Application()
         app.router.add_get("/api/v1/pods", server.handle)
         async with TestServer(app) as test_server:
-            connection = Connection(
-                server=str(test_server.make_url("")).rstrip("/"),
-                ssl_context=False,
-                tokens=TokenSource(token="secret"),
-            )
-            api = Api(connection)
+            api = api_of(test_server)
             resource = Resource("pods", label_selector="tfjob.dev/job-name")
             watch = Watch(api, resource, None, store, read, woken.append)
             task = asyncio.create_task(watch.run())
@@ -158,3 +159,37 @@ def test_store_moves_a_record_whose_job_label_changed() -> None:
     assert store.get(("ml", "a")) == []
     assert store.replace("other", []) == set()
     assert store.replace("ml", []) == {("ml", "b")}
+
+
+def test_an_optional_resource_the_server_does_not_serve_is_synced_empty_and_looked_for_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("tfjob_operator.watchcache.ABSENT_RECHECK_SECONDS", 0.05)
+    lists = 0
+
+    async def absent(request: web.Request) -> web.Response:
+        nonlocal lists
+        lists += 1
+        assert "watch" not in request.query
+        return web.json_response({"kind": "Status", "code": 404}, status=404)
+
+    async def scenario() -> tuple[bool, int]:
+        app = web.Application()
+        app.router.add_get("/apis/kueue.x-k8s.io/v1beta1/workloads", absent)
+        async with TestServer(app) as test_server:
+            api = api_of(test_server)
+            resource = Resource("workloads", "/apis/kueue.x-k8s.io/v1beta1", optional=True)
+            store: Store[str] = Store()
+            watch = Watch(api, resource, None, store, read, lambda _: None)
+            task = asyncio.create_task(watch.run())
+            await asyncio.wait_for(watch.synced.wait(), 5)
+            await asyncio.sleep(0.3)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await api.close()
+            return watch.synced.is_set(), len(store.keys())
+
+    synced, records = asyncio.run(scenario())
+    assert synced
+    assert records == 0
+    assert lists >= 3  # looked for again, never an error backoff

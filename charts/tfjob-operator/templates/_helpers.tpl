@@ -48,4 +48,9 @@ ttlSecondsAfterFinished; events are created.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+{{- if .Values.kubeflow.enabled }}
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads"]
+  verbs: ["list", "watch"]
+{{- end }}
 {{- end -}}

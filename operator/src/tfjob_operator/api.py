@@ -40,6 +40,10 @@ LABEL_CLUSTER_DIGEST: Final = "tfjob.dev/cluster-digest"
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 #: Kueue's label naming the LocalQueue a job waits in; Kueue suspends and resumes the job.
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+#: Kueue's Workloads (v1beta1: served by every Kueue release since 0.5) and the label
+#: Kueue puts on those it makes for a job.
+KUEUE_WORKLOADS_PATH: Final = "/apis/kueue.x-k8s.io/v1beta1"
+KUEUE_JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
 
 #: Exit code of TensorFlow's PreemptionCheckpointHandler (and of tfjob-train for a lost peer).
 PREEMPTION_EXIT_CODE: Final = 42

@@ -31,7 +31,7 @@ from .kube import ApiError
 from .limits import CONCURRENT_RECONCILES
 from .mergepatch import merge_patch
 from .metrics import Metrics
-from .observe import PodObservation, ServiceObservation
+from .observe import PodObservation, ServiceObservation, WorkloadObservation
 from .status import StatusWrite
 from .watchcache import JobKey, Store
 
@@ -90,6 +90,8 @@ class Caches:
     jobs: Store[JobView]
     pods: Store[PodObservation]
     services: Store[ServiceObservation]
+    #: Kueue's Workloads of queued jobs (filled only where kubeflow.org is served).
+    workloads: Store[WorkloadObservation] = field(default_factory=Store)
 
 
 @dataclass
@@ -211,7 +213,14 @@ class Controller:
         started = time.perf_counter()
         pods = self.caches.pods.get(key)
         services = self.caches.services.get(key)
-        plan = decide(job, pods, services, self.clock.now(), self.cluster_domain)
+        plan = decide(
+            job,
+            pods,
+            services,
+            self.clock.now(),
+            self.cluster_domain,
+            self.caches.workloads.get(key),
+        )
         expected.skip_pending(plan, pods, services, self.clock.monotonic())
         self._hold_back_progress(key, plan)
         if plan.status is not None:

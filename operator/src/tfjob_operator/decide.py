@@ -28,7 +28,7 @@ from .api import KUEUE_QUEUE_LABEL, TFJOB_DEV, ConditionType, JobRef, ReplicaTyp
 from .api import CleanPodPolicy as Clean
 from .events import NORMAL, WARNING, Event
 from .failure_policy import is_retryable, past_backoff_limit, restart_group
-from .observe import Failure, PodObservation, ServiceObservation
+from .observe import Failure, PodObservation, ServiceObservation, WorkloadObservation
 from .render import render_pod, render_service
 from .spec import REPLICA_ORDER, InvalidSpec, JobSpec, Replica, parse_spec
 from .success_policy import leader_succeeded
@@ -110,10 +110,16 @@ def decide(
     services: Sequence[ServiceObservation],
     now: datetime,
     cluster_domain: str | None = None,
+    workloads: Sequence[WorkloadObservation] = (),
 ) -> Plan:
+    """`workloads` are Kueue's Workloads of the job's name, for a job queued in Kueue."""
     if job.deleting:
         return Plan()
-    return _Decision(job, pods, services, now, cluster_domain).run()
+    decision = _Decision(job, pods, services, now, cluster_domain)
+    decision.not_admitted = next(
+        (w.not_admitted for w in workloads if w.owner_uid == job.ref.uid), None
+    )
+    return decision.run()
 
 
 def decide_name_taken(job: JobView, holder: JobRef, now: datetime) -> Plan:
@@ -161,6 +167,8 @@ class _Decision:
         self.start_time: str | None = old.get("startTime")
         self.completion_time: str | None = old.get("completionTime")
         self.plan = Plan()
+        #: Why Kueue has not admitted the job, if it is queued and Kueue said.
+        self.not_admitted: str | None = None
         #: Replicas whose pods this decision creates.
         self.creating: list[Replica] = []
 
@@ -378,15 +386,18 @@ class _Decision:
             self._delete_pod(pod, "the TFJob is suspended")
         for service in self.services:
             self._delete_service(service, "the TFJob is suspended")
+        message = f"TFJob {self._id} is suspended."
+        if self.job.queue:
+            message = (
+                f"TFJob {self._id} is suspended: queued in Kueue's LocalQueue "
+                f"{self.job.queue} until it is admitted."
+            )
+            if self.not_admitted:
+                message += f" Kueue: {self.not_admitted}"
         if not cond.is_true(self.conditions, ConditionType.SUSPENDED):
-            message = f"TFJob {self._id} is suspended."
-            if self.job.queue:
-                message = (
-                    f"TFJob {self._id} is suspended: queued in Kueue's LocalQueue "
-                    f"{self.job.queue} until it is admitted."
-                )
-            self._set(ConditionType.SUSPENDED, True, "TFJobSuspended", message)
             self._event(NORMAL, "TFJobSuspended", "Suspended: deleting pods and services")
+        # The message follows Kueue's as it changes; its transition time stays.
+        self._set(ConditionType.SUSPENDED, True, "TFJobSuspended", message)
         return self._plan_with_status(spec)
 
     def _fail_if_past_deadline(self, spec: JobSpec) -> bool:

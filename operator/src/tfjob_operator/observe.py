@@ -87,6 +87,28 @@ class ServiceObservation:
     replica: Replica | None
 
 
+@dataclass(frozen=True, slots=True)
+class WorkloadObservation:
+    """What Kueue's Workload of a job says of its admission."""
+
+    owner_uid: str | None
+    #: Why Kueue has not reserved quota for the job, in Kueue's words (its QuotaReserved
+    #: condition is False); None when it has, or has not said yet.
+    not_admitted: str | None
+
+
+def observe_workload(body: Mapping[str, Any]) -> WorkloadObservation:
+    conditions = (body.get("status") or {}).get("conditions") or []
+    reserved: Mapping[str, Any] = next(
+        (c for c in conditions if c.get("type") == "QuotaReserved"), {}
+    )
+    refused = reserved.get("status") == "False" and reserved.get("message")
+    return WorkloadObservation(
+        owner_uid=controller_uid(body["metadata"]),
+        not_admitted=str(reserved["message"]) if refused else None,
+    )
+
+
 def controller_uid(metadata: Mapping[str, Any]) -> str | None:
     for ref in metadata.get("ownerReferences") or []:
         if ref.get("controller"):

@@ -14,14 +14,22 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .api import LABEL_JOB_NAME, PLURAL, TFJobApi, reconciles
+from .api import (
+    KUBEFLOW,
+    KUEUE_JOB_UID_LABEL,
+    KUEUE_WORKLOADS_PATH,
+    LABEL_JOB_NAME,
+    PLURAL,
+    TFJobApi,
+    reconciles,
+)
 from .connection import load_connection
 from .controller import Caches, Controller
 from .decide import JobView
 from .endpoints import Endpoints
 from .kube import Api, Kube
 from .metrics import Metrics
-from .observe import observe_pod, observe_service
+from .observe import WorkloadObservation, observe_pod, observe_service, observe_workload
 from .watchcache import JobKey, Resource, Store, Watch
 
 logger = logging.getLogger(__name__)
@@ -59,6 +67,16 @@ def child_reader(
     return read
 
 
+def read_workload(body: Mapping[str, Any]) -> tuple[str, JobKey, WorkloadObservation] | None:
+    """Reads a Kueue Workload into its record, filed under the TFJob that owns it."""
+    metadata = body["metadata"]
+    owner = next((r for r in metadata.get("ownerReferences") or [] if r.get("controller")), None)
+    if owner is None or owner.get("kind") != "TFJob":
+        return None
+    key = (metadata["namespace"], owner["name"])
+    return metadata["uid"], key, observe_workload(body)
+
+
 class _StartGate:
     """Collects the jobs that changed until every cache is synced, then passes them on."""
 
@@ -92,7 +110,7 @@ async def run_operator(
     connection = load_connection(kubeconfig)
     api = Api(connection, max_in_flight)
     metrics = Metrics()
-    caches = Caches(jobs=Store(), pods=Store(), services=Store())
+    caches = Caches(jobs=Store(), pods=Store(), services=Store(), workloads=Store())
     controller = Controller(
         Kube(api),
         caches,
@@ -134,6 +152,14 @@ async def run_operator(
                 gate.changed,
             ),
         ]
+        if KUBEFLOW in apis:
+            # Why Kueue has not admitted a queued job (its integration is kubeflow.org's).
+            workloads = Resource(
+                "workloads", KUEUE_WORKLOADS_PATH, KUEUE_JOB_UID_LABEL, optional=True
+            )
+            watches.append(
+                Watch(api, workloads, scope, caches.workloads, read_workload, gate.changed)
+            )
     for watch in watches:
         watch.restarted = metrics.watch_restarted(watch.resource.name)
     endpoints = Endpoints(metrics, healthy=lambda: gate.pending is None)

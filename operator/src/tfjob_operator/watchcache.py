@@ -37,6 +37,8 @@ LIST_PAGE_SIZE: Final = 500
 #: Watches are reopened every 5-10 minutes (spread, so they do not all end together).
 WATCH_SECONDS: Final = (300, 600)
 MAX_BACKOFF_SECONDS: Final = 30.0
+#: How often a watch of an optional resource the API server does not serve looks again.
+ABSENT_RECHECK_SECONDS: Final = 30.0
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,9 @@ class Resource:
     plural: str
     group_path: str = "/api/v1"
     label_selector: str | None = None
+    #: Another project's resource, which the API server may not serve (its CRD is not
+    #: installed): then its store stays empty, and the watch looks again now and then.
+    optional: bool = False
 
     @property
     def name(self) -> str:
@@ -133,6 +138,9 @@ class Watch(Generic[T]):
                 version = await self._list()
                 self.synced.set()
                 failures = 0
+                if version is None:
+                    await asyncio.sleep(ABSENT_RECHECK_SECONDS)
+                    continue
                 await self._watch(version)
                 self.restarted("relist")
                 logger.info("watch of %s expired (410 Gone): listing again", self.describe)
@@ -151,7 +159,9 @@ class Watch(Generic[T]):
             params["labelSelector"] = self.resource.label_selector
         return params
 
-    async def _list(self) -> str:
+    async def _list(self) -> str | None:
+        """Lists into the store; returns the version to watch from, None for an optional
+        resource the server does not serve."""
         entries: list[tuple[str, JobKey, T]] = []
         token = ""
         while True:
@@ -161,6 +171,9 @@ class Watch(Generic[T]):
             status, payload = await self.api.request(
                 "GET", self.path, params=params, limit_seconds=120
             )
+            if status == 404 and self.resource.optional:
+                entries, version = [], None
+                break
             raise_for(status, f"list {self.describe}", payload)
             page = orjson.loads(payload)
             entries.extend(e for e in map(self.read, page.get("items") or []) if e is not None)
