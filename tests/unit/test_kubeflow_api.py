@@ -11,7 +11,7 @@ import pytest
 
 from tfjob_operator.api import KUBEFLOW, TFJOB_DEV, JobRef, api_of, reconciles
 from tfjob_operator.controller import Caches, Controller
-from tfjob_operator.decide import JobView, decide, decide_name_taken
+from tfjob_operator.decide import JobView, decide, decide_name_taken, name_order
 from tfjob_operator.events import WARNING, Event, event_object
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observe import WorkloadObservation, observe_workload
@@ -170,6 +170,25 @@ def test_the_controller_runs_the_older_job_and_fails_the_younger() -> None:
     owners = {b["metadata"]["ownerReferences"][0]["uid"] for b in writes.bodies.values()}
     assert owners == {"uid-z"}
     assert len(writes.bodies) == 6  # the older job's 3 pods and 3 services
+
+
+def test_of_two_jobs_created_in_one_second_the_one_already_running_keeps_the_name() -> None:
+    second = "2026-11-22T12:00:00Z"
+    running = JobView.from_body(
+        {
+            **body(JobRef("ml", "mnist", "uid-z", TFJOB_DEV), second),
+            "status": {"conditions": [{"type": "Created", "status": "True"}]},
+        }
+    )
+    new = JobView.from_body(body(KUBEFLOW_JOB, second), KUBEFLOW)
+    assert sorted([new, running], key=name_order)[0] is running
+
+    refused = decide_name_taken(new, running.ref, NOW).status
+    assert refused is not None
+    new = JobView(new.ref, "2", 1, False, new.spec, refused, new.created)
+    assert sorted([new, running], key=name_order)[0] is running
+    fresh = JobView.from_body(body(JobRef("ml", "mnist", "uid-0", TFJOB_DEV), second))
+    assert sorted([fresh, new], key=name_order)[0] is fresh
 
 
 def workload(owner: JobRef, reserved: dict[str, str] | None) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from typing import Any, Final, Protocol
 
 from . import timeutil
 from .api import JobRef
-from .decide import Deletion, JobView, Plan, decide, decide_name_taken
+from .decide import Deletion, JobView, Plan, decide, decide_name_taken, name_order
 from .events import NORMAL, WARNING, Event, event_object
 from .kube import ApiError
 from .limits import CONCURRENT_RECONCILES
@@ -192,9 +192,7 @@ class Controller:
 
     async def reconcile(self, key: JobKey) -> float | _Gone | None:
         """One reconcile of one job; returns when to look again without an event."""
-        # Two TFJobs share a key only when they are served under different API groups
-        # (api.py); the older one holds the name.
-        jobs = sorted(self.caches.jobs.get(key), key=lambda j: (j.created, j.ref.uid))
+        jobs = sorted(self.caches.jobs.get(key), key=name_order)
         if not jobs:
             # No await between the lookup and the removal: a notify for a job that has just
             # come back finds no worker and starts a new one.

@@ -35,6 +35,9 @@ from .success_policy import leader_succeeded
 from .tfconfig import JobConfigs, job_configs
 from .timeutil import from_rfc3339, to_rfc3339
 
+#: The reason a TFJob fails with when a TFJob of the other API group holds its name.
+NAME_TAKEN = "NameTaken"
+
 
 @dataclass(frozen=True)
 class JobView:
@@ -120,6 +123,18 @@ def decide(
         (w.not_admitted for w in workloads if w.owner_uid == job.ref.uid), None
     )
     return decision.run()
+
+
+def name_order(job: JobView) -> tuple[str, int, str]:
+    """Sorts two TFJobs of one name (api.py: one per API group) so that the first holds it.
+
+    The older holds the name, but creationTimestamp counts whole seconds: of two created in
+    one second, the one this operator has already given a status (and maybe children) keeps
+    it, and one already refused stays refused.
+    """
+    conditions = job.status.get("conditions") or ()
+    refused = any(c.get("reason") == NAME_TAKEN for c in conditions)
+    return (job.created, 2 if refused else 0 if conditions else 1, job.ref.uid)
 
 
 def decide_name_taken(job: JobView, holder: JobRef, now: datetime) -> Plan:
@@ -334,8 +349,8 @@ class _Decision:
                 "can run. Delete this one and create it under another name."
             )
             self.completion_time = self.now_text
-            self._set(ConditionType.FAILED, True, "NameTaken", message)
-            self._event(WARNING, "NameTaken", message)
+            self._set(ConditionType.FAILED, True, NAME_TAKEN, message)
+            self._event(WARNING, NAME_TAKEN, message)
         return self._plan_with_status(None)
 
     def _invalid(self, error: InvalidSpec) -> Plan:
