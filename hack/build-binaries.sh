@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds the pinned Kubernetes components (control plane, kubelet, kube-proxy, kubeadm,
 # kubectl), etcd, CoreDNS, helm, kwok, kind, Kueue and the project's node tools (hack/nodetools:
-# pause, a fake GPU device plugin) from the Go module proxy into a cache outside the work
+# pause, a fake GPU device plugin) and scheduler-plugins from the Go module proxy into a cache outside the work
 # tree, one directory per tool and version. What is already built is skipped; each binary is written to a temporary
 # name and renamed when complete, so an interrupted build leaves nothing half-made.
 #
-#   hack/build-binaries.sh [kubernetes|etcd|coredns|helm|kwok|kind|kueue|nodetools|all]
+#   hack/build-binaries.sh [kubernetes|etcd|coredns|helm|kwok|kind|kueue|scheduler-plugins|nodetools|all]
 #                                 (default: kubernetes etcd coredns helm nodetools)
 #   hack/build-binaries.sh --print-dir TOOL                  prints where TOOL's binaries live
 #
@@ -28,6 +28,7 @@ tool_dir() {
     kwok) echo "$cache/bin/kwok-$KWOK_VERSION" ;;
     kind) echo "$cache/bin/kind-$KIND_VERSION" ;;
     kueue) echo "$cache/bin/kueue-$KUEUE_VERSION" ;;
+    scheduler-plugins) echo "$cache/bin/scheduler-plugins-$SCHEDULER_PLUGINS_VERSION" ;;
     # Versioned by its sources: any change to them is a new directory.
     nodetools) echo "$cache/bin/nodetools-$(nodetools_version)" ;;
     *) echo "unknown tool: $1" >&2; return 2 ;;
@@ -220,6 +221,32 @@ build_kueue() {
   log "kueue $KUEUE_VERSION: built into $dir"
 }
 
+# The scheduler of sigs.k8s.io/scheduler-plugins: kube-scheduler with the Coscheduling plugin
+# compiled in. The module pins every k8s.io module by replace directives: ours restates them.
+build_scheduler_plugins() {
+  local dir mod gomod scratch names=(scheduler)
+  dir=$(tool_dir scheduler-plugins)
+  if all_present "$dir" "${names[@]}"; then log "scheduler-plugins $SCHEDULER_PLUGINS_VERSION: present in $dir"; return; fi
+  log "scheduler-plugins $SCHEDULER_PLUGINS_VERSION: building ${names[*]} (cold: many minutes on 2 cores)"
+  mod=$(wrapper_module "scheduler-plugins-$SCHEDULER_PLUGINS_VERSION")
+  gomod=$(cd "$mod" && go mod download -json "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+  {
+    echo "module tfjob.dev/hack/scheduler-plugins-build"
+    echo
+    grep -E '^go ' "$gomod"
+    echo
+    echo "require sigs.k8s.io/scheduler-plugins $SCHEDULER_PLUGINS_VERSION"
+    echo
+    sed -n '/^replace/,$p' "$gomod"
+  } >"$mod/go.mod"
+  local pkgs=("${names[@]/#/sigs.k8s.io/scheduler-plugins/cmd/}")
+  run_logged scheduler-plugins-get env -C "$mod" go get "${pkgs[@]/%/@$SCHEDULER_PLUGINS_VERSION}"
+  scratch=$(mktemp -d "$cache/bin/.scheduler-plugins-build.XXXXXX")
+  run_logged scheduler-plugins-build env -C "$mod" go build -v -trimpath -ldflags "-s -w" -o "$scratch/" "${pkgs[@]}"
+  install_from "$scratch" "$dir" "${names[@]}"
+  log "scheduler-plugins $SCHEDULER_PLUGINS_VERSION: built into $dir"
+}
+
 if [ "${1:-}" = "--print-dir" ]; then
   tool_dir "${2:?--print-dir needs a tool name}"
   exit 0
@@ -234,11 +261,11 @@ rm -rf "$cache"/bin/.*-build.* 2>/dev/null || true
 
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(kubernetes etcd coredns helm nodetools)
-[ "${tools[0]}" = all ] && tools=(kubernetes etcd coredns helm kwok kind kueue nodetools)
+[ "${tools[0]}" = all ] && tools=(kubernetes etcd coredns helm kwok kind kueue scheduler-plugins nodetools)
 for tool in "${tools[@]}"; do
   case "$tool" in
-    kubernetes | etcd | coredns | helm | kwok | kind | kueue | nodetools) "build_$tool" ;;
-    *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, coredns, helm, kwok, kind, kueue, nodetools, all)" >&2; exit 2 ;;
+    kubernetes | etcd | coredns | helm | kwok | kind | kueue | scheduler-plugins | nodetools) "build_${tool//-/_}" ;;
+    *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, coredns, helm, kwok, kind, kueue, scheduler-plugins, nodetools, all)" >&2; exit 2 ;;
   esac
 done
 for tool in "${tools[@]}"; do printf '%-10s %s\n' "$tool" "$(tool_dir "$tool")"; done

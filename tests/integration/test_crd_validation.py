@@ -149,6 +149,20 @@ ACCEPTED = [
         ),
     ),
     (
+        "gang-of-the-whole-job",
+        tfjob(
+            {"Chief": replica(1), "Worker": replica(3)},
+            runPolicy={
+                "schedulingPolicy": {
+                    "minAvailable": 4,
+                    "queue": "research",
+                    "minResources": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": 4},
+                    "scheduleTimeoutSeconds": 60,
+                }
+            },
+        ),
+    ),
+    (
         "managed-by-another-controller",
         tfjob(runPolicy={"managedBy": "kueue.x-k8s.io/multikueue"}),
     ),

@@ -180,6 +180,8 @@ def test_rbac_grants_exactly_what_the_operator_uses(kubectl: Any, release_namesp
         ("delete", "pods"),
         ("watch", "services"),
         ("create", "events"),
+        ("create", "podgroups.scheduling.x-k8s.io"),
+        ("watch", "podgroups.scheduling.volcano.sh"),
     ]:
         assert can(verb, resource, "-A"), f"the operator needs {verb} {resource}"
     for verb, resource in [
@@ -192,6 +194,7 @@ def test_rbac_grants_exactly_what_the_operator_uses(kubectl: Any, release_namesp
         ("list", "nodes"),
         ("create", "pods --subresource=exec"),
         ("update", "tfjobs.tfjob.dev --subresource=status"),
+        ("update", "podgroups.scheduling.x-k8s.io"),
     ]:
         assert not can(verb, resource, "-A"), f"the operator must not be granted {verb} {resource}"
 

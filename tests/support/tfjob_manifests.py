@@ -53,7 +53,6 @@ class Rejected:
 
 TOO_LONG_FOR_WORKER_99 = "a" * 54  # + "-worker-99" = 64 characters
 TOO_LONG_FOR_EVALUATOR_0 = "b" * 53  # + "-evaluator-0" = 65 characters
-UNSUPPORTED_GANG = "is not supported yet: tfjob.dev has no gang-scheduler integration"
 
 REJECTED = [
     # spec.tfReplicaSpecs
@@ -242,17 +241,25 @@ REJECTED = [
     ),
     Rejected("name-with-dot", tfjob(name="mnist.v2"), ("must be a DNS-1035 label",)),
     # spec.runPolicy
+    Rejected(
+        "gang-larger-than-the-job",
+        tfjob(runPolicy={"schedulingPolicy": {"minAvailable": 3}}),
+        (
+            "spec.runPolicy.schedulingPolicy.minAvailable: Invalid value",
+            "runPolicy.schedulingPolicy.minAvailable is 3, but the job has only 2 replicas: the "
+            "gang could never be complete",
+        ),
+    ),
     *(
         Rejected(
-            f"scheduling-{field}",
+            f"scheduling-{field}-{value!r}",
             tfjob(runPolicy={"schedulingPolicy": {field: value}}),
-            (f"spec.runPolicy.schedulingPolicy.{field}: Forbidden: {field} {UNSUPPORTED_GANG}",),
+            (f"spec.runPolicy.schedulingPolicy.{field}: Invalid value", message),
         )
-        for field, value in (
-            ("minAvailable", 3),
-            ("queue", "research"),
-            ("minResources", {"cpu": "8"}),
-            ("scheduleTimeoutSeconds", 60),
+        for field, value, message in (
+            ("minAvailable", 0, "should be greater than or equal to 1"),
+            ("scheduleTimeoutSeconds", 0, "should be greater than or equal to 1"),
+            ("queue", "", "should be at least 1 chars long"),
         )
     ),
     Rejected(

@@ -124,7 +124,7 @@ class TFJobs:
     ) -> list[client.CoreV1Event]:
         """The job's events once every one of `reasons` is among them: the operator posts
         events in the background, after the writes they report."""
-        return self._poll(
+        return self.poll(
             name,
             lambda: self.events(name),
             lambda events: set(reasons) <= {e.reason for e in events},
@@ -143,7 +143,7 @@ class TFJobs:
         timeout: float = 120,
     ) -> dict[str, Any]:
         """Polls the TFJob until `predicate(job)`; on timeout fails with what was seen."""
-        return self._poll(name, lambda: self.get(name), predicate, what, timeout)
+        return self.poll(name, lambda: self.get(name), predicate, what, timeout)
 
     def wait_state(self, name: str, state: str, timeout: float = 120) -> dict[str, Any]:
         return self.wait_for(
@@ -154,7 +154,7 @@ class TFJobs:
         )
 
     def wait_gone(self, name: str, timeout: float = 60) -> None:
-        self._poll(
+        self.poll(
             name,
             lambda: (self.exists(name), self.pods(name), self.services(name)),
             lambda seen: not any(seen),
@@ -169,9 +169,9 @@ class TFJobs:
         what: str,
         timeout: float = 60,
     ) -> list[client.V1Pod]:
-        return self._poll(name, lambda: self.pods(name), predicate, f"pods: {what}", timeout)
+        return self.poll(name, lambda: self.pods(name), predicate, f"pods: {what}", timeout)
 
-    def _poll(
+    def poll(
         self,
         name: str,
         fetch: Callable[[], T],
@@ -179,6 +179,7 @@ class TFJobs:
         what: str,
         timeout: float,
     ) -> T:
+        """Polls `fetch()` until `predicate` holds; on timeout fails describing TFJob `name`."""
         deadline = time.monotonic() + timeout
         while True:
             seen = fetch()

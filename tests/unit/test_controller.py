@@ -7,6 +7,7 @@ created) and a clock the test moves; the watch caches are the real `Store`s.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,7 +28,7 @@ from tfjob_operator.controller import (
 from tfjob_operator.decide import JobView
 from tfjob_operator.kube import ApiError
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observe import observe_pod, observe_service
+from tfjob_operator.observe import PodGroupObservation, observe_pod, observe_service
 from tfjob_operator.watchcache import Store
 
 from .tfjobs import JOB, NOW, replica_spec
@@ -105,6 +106,18 @@ class FakeWrites:
 
     async def delete_job(self, job: JobRef) -> bool:
         self.calls.append(("delete tfjob", job.name))
+        return True
+
+    async def create_pod_group(self, namespace: str, body: Mapping[str, Any]) -> bool:
+        return self._create("podgroup", body)
+
+    async def patch_pod_group(
+        self, namespace: str, group: PodGroupObservation, patch: Mapping[str, Any]
+    ) -> None:
+        self.calls.append(("patch podgroup", group.name, json.dumps(patch, sort_keys=True)))
+
+    async def delete_pod_group(self, namespace: str, group: PodGroupObservation) -> bool:
+        self.calls.append(("delete podgroup", group.name, group.api_version))
         return True
 
     async def patch_status(

@@ -211,10 +211,10 @@ def test_every_rule_has_a_message(schema: dict[str, Any]) -> None:
         assert rule["message"], path
     assert {path for path, _ in rules} == {
         "",
+        ".spec",
         ".spec.tfReplicaSpecs",
         ".spec.tfReplicaSpecs[*]",
         ".spec.runPolicy",
-        ".spec.runPolicy.schedulingPolicy",
         ".spec.runPolicy.managedBy",
         ".spec.enableDynamicWorker",
     }

@@ -47,3 +47,21 @@ def test_invalid_job_prints_each_problem_and_fails(tmp_path: Path) -> None:
     assert "spec.tfReplicaSpecs.Chief.replicas: must be at most 1" in done.stderr
     assert "PS needs Worker" in done.stderr
     assert done.stdout == ""
+
+
+def test_a_gang_job_renders_its_pod_group_first(tmp_path: Path) -> None:
+    job = yaml.safe_load((ROOT / "examples" / "mnist-mwms.yaml").read_text())
+    for replica in job["spec"]["tfReplicaSpecs"].values():
+        replica["template"]["spec"]["schedulerName"] = "volcano"
+    path = tmp_path / "gang.yaml"
+    path.write_text(yaml.safe_dump(job))
+    done = render(path)
+    assert done.returncode == 0, done.stderr
+    objects = list(yaml.safe_load_all(done.stdout))
+    assert (objects[0]["kind"], objects[0]["apiVersion"]) == (
+        "PodGroup",
+        "scheduling.volcano.sh/v1beta1",
+    )
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    assert pods
+    assert all(p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] for p in pods)

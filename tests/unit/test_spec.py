@@ -64,9 +64,9 @@ def test_defaults_match_the_crd() -> None:
         (
             {
                 "tfReplicaSpecs": {"Worker": replica_spec()},
-                "runPolicy": {"schedulingPolicy": {"queue": "q"}},
+                "runPolicy": {"schedulingPolicy": {"minAvailable": 2}},
             },
-            "schedulingPolicy.queue: is not supported yet",
+            "schedulingPolicy.minAvailable: 2 is more than the job's 1 replicas",
         ),
         ({"tfReplicaSpecs": {"Worker": replica_spec(0)}}, "needs at least one Chief, Master"),
     ],

@@ -48,6 +48,9 @@ ttlSecondsAfterFinished; events are created.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+- apiGroups: ["scheduling.x-k8s.io", "scheduling.volcano.sh"]
+  resources: ["podgroups"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 {{- if .Values.kubeflow.enabled }}
 - apiGroups: ["kueue.x-k8s.io"]
   resources: ["workloads"]

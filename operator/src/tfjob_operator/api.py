@@ -61,21 +61,28 @@ KUBEFLOW_OPERATOR_NAME: Final = "tfjob-controller"
 
 
 @dataclass(frozen=True)
-class TFJobApi:
-    """One API group the TFJob is served under (see the module docstring)."""
+class GroupVersion:
+    """An API group at one version, as objects and the API server's paths name it."""
 
     group: str
-    #: Children also carry the labels Kubeflow's training-operator gives them.
-    kubeflow_labels: bool
+    version: str
 
     @property
     def api_version(self) -> str:
-        return f"{self.group}/{VERSION}"
+        return f"{self.group}/{self.version}"
 
     @property
     def path(self) -> str:
         """The API server path of this group's version."""
-        return f"/apis/{self.group}/{VERSION}"
+        return f"/apis/{self.group}/{self.version}"
+
+
+@dataclass(frozen=True)
+class TFJobApi(GroupVersion):
+    """One API group the TFJob is served under (see the module docstring)."""
+
+    #: Children also carry the labels Kubeflow's training-operator gives them.
+    kubeflow_labels: bool
 
     @property
     def crd_name(self) -> str:
@@ -107,8 +114,8 @@ class TFJobApi:
         return f"{LABEL_JOB_NAME}={job_name},{LABEL_REPLICA_TYPE}={replica_type}"
 
 
-TFJOB_DEV: Final = TFJobApi("tfjob.dev", kubeflow_labels=False)
-KUBEFLOW: Final = TFJobApi("kubeflow.org", kubeflow_labels=True)
+TFJOB_DEV: Final = TFJobApi("tfjob.dev", VERSION, kubeflow_labels=False)
+KUBEFLOW: Final = TFJobApi("kubeflow.org", VERSION, kubeflow_labels=True)
 APIS: Final = (TFJOB_DEV, KUBEFLOW)
 
 

@@ -13,6 +13,12 @@ import yaml
 
 from . import render_command, scaffold
 from .api import KUBEFLOW, TFJOB_DEV
+from .gang import (
+    KUBEFLOW_SCHEDULER_PLUGINS,
+    SCHEDULER_PLUGINS_NAME,
+    VOLCANO_NAME,
+    GangSchedulers,
+)
 from .limits import CONCURRENT_RECONCILES, MAX_IN_FLIGHT
 from .spec import InvalidSpec
 
@@ -61,6 +67,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="also reconcile Kubeflow's kubeflow.org/v1 TFJobs (their CRD must be installed)",
     )
+    run.add_argument(
+        "--gang-scheduler-name",
+        default=None,
+        help=(
+            "gang-schedule every TFJob whose pod templates name no scheduler with this one: "
+            f"{SCHEDULER_PLUGINS_NAME} (or Kubeflow's value {KUBEFLOW_SCHEDULER_PLUGINS}) or "
+            f"{VOLCANO_NAME}; a job naming either in its templates is gang-scheduled anyway"
+        ),
+    )
+    run.add_argument(
+        "--scheduler-plugins-name",
+        default=SCHEDULER_PLUGINS_NAME,
+        help="the schedulerName scheduler-plugins' Coscheduling scheduler runs under",
+    )
     run.add_argument("--verbose", action="store_true", help="debug logging")
 
     render = commands.add_parser(
@@ -105,6 +125,11 @@ def _run(args: argparse.Namespace) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    try:
+        gangs = GangSchedulers.configure(args.gang_scheduler_name, args.scheduler_plugins_name)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     asyncio.run(
         run_operator(
             kubeconfig=args.kubeconfig,
@@ -115,6 +140,7 @@ def _run(args: argparse.Namespace) -> int:
             metrics_port=args.metrics_port,
             max_in_flight=args.max_in_flight,
             concurrent_reconciles=args.concurrent_reconciles,
+            gangs=gangs,
         )
     )
     return 0

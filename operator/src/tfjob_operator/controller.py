@@ -27,11 +27,12 @@ from . import timeutil
 from .api import JobRef
 from .decide import Deletion, JobView, Plan, decide, decide_name_taken, name_order
 from .events import NORMAL, WARNING, Event, event_object
+from .gang import USUAL_GANG_SCHEDULERS, GangSchedulers
 from .kube import ApiError
 from .limits import CONCURRENT_RECONCILES
 from .mergepatch import merge_patch
 from .metrics import Metrics
-from .observe import PodObservation, ServiceObservation, WorkloadObservation
+from .observe import PodGroupObservation, PodObservation, ServiceObservation, WorkloadObservation
 from .status import StatusWrite
 from .watchcache import JobKey, Store
 
@@ -61,6 +62,11 @@ class Writes(Protocol):
         self, namespace: str, plural: str, job_uid: str, keep: Collection[str]
     ) -> list[tuple[str, str]]: ...
     async def delete_job(self, job: JobRef) -> bool: ...
+    async def create_pod_group(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
+    async def patch_pod_group(
+        self, namespace: str, group: PodGroupObservation, patch: Mapping[str, Any]
+    ) -> None: ...
+    async def delete_pod_group(self, namespace: str, group: PodGroupObservation) -> bool: ...
     async def patch_status(
         self,
         job: JobRef,
@@ -92,6 +98,8 @@ class Caches:
     services: Store[ServiceObservation]
     #: Kueue's Workloads of queued jobs (filled only where kubeflow.org is served).
     workloads: Store[WorkloadObservation] = field(default_factory=Store)
+    #: The PodGroups of gang-scheduled jobs, of both gang schedulers (gang.py).
+    pod_groups: Store[PodGroupObservation] = field(default_factory=Store)
 
 
 @dataclass
@@ -161,11 +169,13 @@ class Controller:
         clock: Clock | None = None,
         instance: str = "tfjob-operator",
         concurrent_reconciles: int = CONCURRENT_RECONCILES,
+        gangs: GangSchedulers = USUAL_GANG_SCHEDULERS,
     ) -> None:
         self.writes = writes
         self.caches = caches
         self.metrics = metrics
         self.cluster_domain = cluster_domain
+        self.gangs = gangs
         self.clock = clock or SystemClock()
         self.instance = instance
         self._workers: dict[JobKey, _JobWorker] = {}
@@ -218,6 +228,8 @@ class Controller:
             self.clock.now(),
             self.cluster_domain,
             self.caches.workloads.get(key),
+            pod_groups=self.caches.pod_groups.get(key),
+            gangs=self.gangs,
         )
         expected.skip_pending(plan, pods, services, self.clock.monotonic())
         self._hold_back_progress(key, plan)
@@ -245,6 +257,7 @@ class Controller:
             "pod": {p.name for p in pods} | set(expected.created_pods),
             "service": {s.name for s in services} | set(expected.created_services),
         }
+        await self._apply_pod_groups(job, plan)
         await self._apply_children(job, plan, expected, known)
         if plan.delete_job and await self.writes.delete_job(job.ref):
             self._record(
@@ -298,6 +311,39 @@ class Controller:
             await self.writes.create_event(namespace, body)
         except Exception as error:  # an event lost is logged, never retried
             logger.warning("could not record event %s: %s", body["reason"], error)
+
+    async def _apply_pod_groups(self, job: JobView, plan: Plan) -> None:
+        """The plan's PodGroup writes, done before its pods are created (gang.py)."""
+        namespace = job.ref.namespace
+        for group, why in plan.delete_pod_groups:
+            if await self.writes.delete_pod_group(namespace, group):
+                message = f"Deleted PodGroup {group.name} ({group.api_version}): {why}"
+                self._record(job, Event(NORMAL, "SuccessfulDeletePodGroup", message))
+        if plan.patch_pod_group is not None:
+            group, patch = plan.patch_pod_group
+            await self.writes.patch_pod_group(namespace, group, patch)
+        body = plan.create_pod_group
+        if body is None:
+            return
+        name = body["metadata"]["name"]
+        try:
+            created = await self.writes.create_pod_group(namespace, body)
+        except ApiError as error:
+            message = str(error)
+            if error.status == 404:
+                message = (
+                    f"{body['apiVersion']} is not served: is its gang scheduler installed? "
+                    f"The job's pods wait for their PodGroup ({message})"
+                )
+            self._record(job, Event(WARNING, "FailedCreatePodGroup", message))
+            raise
+        if created:
+            spec = body["spec"]
+            message = (
+                f"Created PodGroup {name} ({body['apiVersion']}): its {spec['minMember']} pods "
+                "are placed together"
+            )
+            self._record(job, Event(NORMAL, "SuccessfulCreatePodGroup", message))
 
     async def _apply_children(
         self,

@@ -28,8 +28,15 @@ from .api import KUEUE_QUEUE_LABEL, TFJOB_DEV, ConditionType, JobRef, ReplicaTyp
 from .api import CleanPodPolicy as Clean
 from .events import NORMAL, WARNING, Event
 from .failure_policy import is_retryable, past_backoff_limit, restart_group
-from .observe import Failure, PodObservation, ServiceObservation, WorkloadObservation
-from .render import render_pod, render_service
+from .gang import USUAL_GANG_SCHEDULERS, Gang, GangSchedulers, job_gang, pod_group_spec
+from .observe import (
+    Failure,
+    PodGroupObservation,
+    PodObservation,
+    ServiceObservation,
+    WorkloadObservation,
+)
+from .render import render_pod, render_pod_group, render_service
 from .spec import REPLICA_ORDER, InvalidSpec, JobSpec, Replica, parse_spec
 from .success_policy import leader_succeeded
 from .tfconfig import JobConfigs, job_configs
@@ -100,6 +107,13 @@ class Plan:
     requeue_after: float | None = None
     #: ttlSecondsAfterFinished has passed: delete the TFJob.
     delete_job: bool = False
+    #: The job's PodGroup (gang.py): created before any pod of this plan.
+    create_pod_group: dict[str, Any] | None = None
+    #: A PodGroup of the job whose spec changes (the replica counts did), with the change.
+    patch_pod_group: tuple[PodGroupObservation, dict[str, Any]] | None = None
+    #: PodGroups of the job no longer wanted, and why: it finished, is suspended or left
+    #: its gang.
+    delete_pod_groups: list[tuple[PodGroupObservation, str]] = field(default_factory=list)
     #: Restarts of the job this decision counted (written to the status first).
     restarts: int = 0
     #: How soon the new status is written: a decision before any child is touched, ahead of
@@ -114,11 +128,17 @@ def decide(
     now: datetime,
     cluster_domain: str | None = None,
     workloads: Sequence[WorkloadObservation] = (),
+    *,
+    pod_groups: Sequence[PodGroupObservation] = (),
+    gangs: GangSchedulers = USUAL_GANG_SCHEDULERS,
 ) -> Plan:
-    """`workloads` are Kueue's Workloads of the job's name, for a job queued in Kueue."""
+    """`workloads` are Kueue's Workloads of the job's name, for a job queued in Kueue;
+    `pod_groups` the PodGroups of its name, and `gangs` the operator's gang schedulers."""
     if job.deleting:
         return Plan()
     decision = _Decision(job, pods, services, now, cluster_domain)
+    decision.pod_groups = list(pod_groups)
+    decision.gangs = gangs
     decision.not_admitted = next(
         (w.not_admitted for w in workloads if w.owner_uid == job.ref.uid), None
     )
@@ -186,6 +206,10 @@ class _Decision:
         self.not_admitted: str | None = None
         #: Replicas whose pods this decision creates.
         self.creating: list[Replica] = []
+        self.pod_groups: list[PodGroupObservation] = []
+        self.gangs = USUAL_GANG_SCHEDULERS
+        #: The job's gang, once the spec is known to have one.
+        self.gang: Gang | None = None
 
     # -- flow ---------------------------------------------------------------------------------
 
@@ -198,6 +222,10 @@ class _Decision:
             self._clean_up(spec.run_policy.clean_pod_policy, finished=True)
             self._expire(spec)
             return self._plan_with_status(spec)
+        try:
+            self.gang = job_gang(spec, self.gangs)
+        except InvalidSpec as error:
+            return self._invalid(error)
         if spec.run_policy.suspend:
             return self._suspend(spec)
         if cond.is_true(self.conditions, ConditionType.SUSPENDED):
@@ -288,7 +316,8 @@ class _Decision:
             )
             return self._plan_with_status(spec)
 
-        self._create_missing(spec, configs, desired, current, stale)
+        gang_ready = self._plan_pod_group()
+        self._create_missing(spec, configs, desired, current, stale, pods_wait=not gang_ready)
         self._report_progress(spec, desired, current, stale)
         return self._plan_with_status(spec)
 
@@ -442,6 +471,44 @@ class _Decision:
 
     # -- children -----------------------------------------------------------------------------
 
+    def _plan_pod_group(self) -> bool:
+        """Creates or updates the gang's PodGroup; False while the pods must wait for it.
+
+        The PodGroup goes before the pods (the controller creates it first), or the
+        scheduler would place them one by one. A PodGroup of the same name owned by an
+        earlier TFJob is going away with it: the pods wait until it has.
+        """
+        gang = self.gang
+        if gang is None:
+            return True
+        named = [g for g in self.pod_groups if g.api_version == gang.api.api_version]
+        own = next((g for g in named if g.owner_uid == self.ref.uid), None)
+        if own is None:
+            if named:
+                return False
+            self.plan.create_pod_group = render_pod_group(self.ref, gang)
+            return True
+        changed = {k: v for k, v in pod_group_spec(gang).items() if own.spec.get(k) != v}
+        if changed:
+            self.plan.patch_pod_group = (own, {"spec": changed})
+        return True
+
+    def _release_pod_groups(self) -> None:
+        """Deletes the job's PodGroups it no longer needs: all once it has finished or is
+        suspended (recreated on resume), else those of a scheduler it no longer uses."""
+        if cond.is_finished(self.conditions):
+            wanted, why = None, "the TFJob has finished"
+        elif cond.is_true(self.conditions, ConditionType.SUSPENDED):
+            wanted, why = None, "the TFJob is suspended"
+        else:
+            wanted = self.gang.api.api_version if self.gang is not None else None
+            why = "the TFJob is not gang-scheduled by it any more"
+        self.plan.delete_pod_groups = [
+            (g, why)
+            for g in self.pod_groups
+            if g.owner_uid == self.ref.uid and g.api_version != wanted
+        ]
+
     def _create_missing(
         self,
         spec: JobSpec,
@@ -449,8 +516,11 @@ class _Decision:
         desired: Mapping[str, Replica],
         current: Mapping[str, PodObservation],
         stale: Sequence[PodObservation],
+        *,
+        pods_wait: bool,
     ) -> None:
-        """Creates absent pods and services; a restarting group waits for its old pods."""
+        """Creates absent pods and services; a restarting group waits for its old pods, and
+        every pod for its PodGroup when `pods_wait`."""
         training_blocked = any(
             p.replica is not None and p.replica.type is not ReplicaType.EVALUATOR for p in stale
         )
@@ -458,7 +528,7 @@ class _Decision:
             name = replica.name(self.ref.name)
             if name not in self.occupied_service_names:
                 self.plan.create_services.append(render_service(self.ref, spec, replica))
-            if replica.index in self.succeeded.get(replica.type.value, set()):
+            if pods_wait or replica.index in self.succeeded.get(replica.type.value, set()):
                 continue
             if key in current or name in self.occupied_pod_names:
                 continue
@@ -473,6 +543,7 @@ class _Decision:
                     self.generations.get(key, 0),
                     self.cluster_domain,
                     configs,
+                    self.gang,
                 )
             )
 
@@ -543,6 +614,16 @@ class _Decision:
             message = f"{key} is pending: {reason}"
             if pod.pending_message:
                 message += f": {pod.pending_message}"
+            if self.gang is not None and reason == "Unschedulable":
+                reason = "GangUnschedulable"
+                said = next(
+                    (g.unschedulable for g in self.pod_groups if g.owner_uid == self.ref.uid),
+                    None,
+                )
+                message = (
+                    f"The gang cannot be placed ({self.gang.describe(self.ref.name)}): "
+                    f"{said or message}"
+                )
             # An event on the transition only: the message follows whichever pod the
             # scheduler reported on last, and must not repeat the event each time.
             before = cond.find(self.conditions, ConditionType.RUNNING)
@@ -552,6 +633,7 @@ class _Decision:
 
     def _plan_with_status(self, spec: JobSpec | None) -> Plan:
         """Builds the status; it goes into the plan only if something in it changed."""
+        self._release_pod_groups()
         replicas = status_of.replica_statuses(
             self.ref,
             list(spec.replica_specs) if spec else [],

@@ -30,6 +30,7 @@ import orjson
 from .api import FIELD_MANAGER, LABEL_CONTROLLER_UID, PLURAL, JobRef
 from .connection import Connection
 from .limits import MAX_IN_FLIGHT
+from .observe import PodGroupObservation
 
 logger = logging.getLogger(__name__)
 
@@ -263,6 +264,31 @@ class Kube:
     async def delete_service(self, namespace: str, name: str, uid: str) -> bool:
         return await self._delete(collection_path(namespace, "services"), name, uid, "service")
 
+    async def create_pod_group(self, namespace: str, body: Mapping[str, Any]) -> bool:
+        """True if created, False if a PodGroup of that name already exists."""
+        return await self._create(namespace, "podgroups", body, f"/apis/{body['apiVersion']}")
+
+    async def patch_pod_group(
+        self, namespace: str, group: PodGroupObservation, patch: Mapping[str, Any]
+    ) -> None:
+        """Merge-patches the PodGroup if it is still the object `group` was read from."""
+        path = collection_path(namespace, "podgroups", f"/apis/{group.api_version}")
+        status, payload = await self.api.send(
+            "PATCH",
+            f"{path}/{group.name}",
+            body={**patch, "metadata": {"uid": group.uid}},
+            params={"fieldManager": FIELD_MANAGER},
+            content_type=MERGE_PATCH,
+        )
+        # Gone, or replaced by another object of the name: the next decision sees which.
+        if status in (404, 409):
+            return
+        raise_for(status, f"patch podgroup {namespace}/{group.name}", payload)
+
+    async def delete_pod_group(self, namespace: str, group: PodGroupObservation) -> bool:
+        path = collection_path(namespace, "podgroups", f"/apis/{group.api_version}")
+        return await self._delete(path, group.name, group.uid, "podgroup")
+
     async def delete_collection(
         self, namespace: str, plural: str, job_uid: str, keep: Collection[str]
     ) -> list[tuple[str, str]]:
@@ -327,10 +353,12 @@ class Kube:
         )
         raise_for(status, f"create event in {namespace}", payload)
 
-    async def _create(self, namespace: str, plural: str, body: Mapping[str, Any]) -> bool:
+    async def _create(
+        self, namespace: str, plural: str, body: Mapping[str, Any], group_path: str = "/api/v1"
+    ) -> bool:
         status, payload = await self.api.send(
             "POST",
-            collection_path(namespace, plural),
+            collection_path(namespace, plural, group_path),
             body=body,
             params={"fieldManager": FIELD_MANAGER},
         )

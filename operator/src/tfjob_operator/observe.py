@@ -109,6 +109,41 @@ def observe_workload(body: Mapping[str, Any]) -> WorkloadObservation:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class PodGroupObservation:
+    """A gang scheduler's PodGroup of a job (gang.py)."""
+
+    name: str
+    uid: str
+    owner_uid: str | None
+    api_version: str
+    spec: Mapping[str, Any]
+    #: Why the scheduler cannot place the gang, where the PodGroup says (Volcano's
+    #: Unschedulable condition); scheduler-plugins says it on the pods.
+    unschedulable: str | None
+
+
+def observe_pod_group(body: Mapping[str, Any]) -> PodGroupObservation:
+    metadata = body["metadata"]
+    conditions = (body.get("status") or {}).get("conditions") or []
+    unschedulable = next(
+        (
+            str(c.get("message") or c.get("reason") or "")
+            for c in conditions
+            if c.get("type") == "Unschedulable" and c.get("status") == "True"
+        ),
+        None,
+    )
+    return PodGroupObservation(
+        name=str(metadata["name"]),
+        uid=str(metadata["uid"]),
+        owner_uid=controller_uid(metadata),
+        api_version=str(body.get("apiVersion") or ""),
+        spec=body.get("spec") or {},
+        unschedulable=unschedulable or None,
+    )
+
+
 def controller_uid(metadata: Mapping[str, Any]) -> str | None:
     for ref in metadata.get("ownerReferences") or []:
         if ref.get("controller"):

@@ -27,9 +27,16 @@ from .connection import load_connection
 from .controller import Caches, Controller
 from .decide import JobView
 from .endpoints import Endpoints
+from .gang import POD_GROUP_APIS, GangSchedulers
 from .kube import Api, Kube
 from .metrics import Metrics
-from .observe import WorkloadObservation, observe_pod, observe_service, observe_workload
+from .observe import (
+    WorkloadObservation,
+    observe_pod,
+    observe_pod_group,
+    observe_service,
+    observe_workload,
+)
 from .watchcache import JobKey, Resource, Store, Watch
 
 logger = logging.getLogger(__name__)
@@ -106,11 +113,14 @@ async def run_operator(
     metrics_port: int,
     max_in_flight: int,
     concurrent_reconciles: int,
+    gangs: GangSchedulers,
 ) -> None:
     connection = load_connection(kubeconfig)
     api = Api(connection, max_in_flight)
     metrics = Metrics()
-    caches = Caches(jobs=Store(), pods=Store(), services=Store(), workloads=Store())
+    caches = Caches(
+        jobs=Store(), pods=Store(), services=Store(), workloads=Store(), pod_groups=Store()
+    )
     controller = Controller(
         Kube(api),
         caches,
@@ -118,6 +128,7 @@ async def run_operator(
         cluster_domain,
         instance=f"tfjob-operator@{socket.gethostname()}",
         concurrent_reconciles=concurrent_reconciles,
+        gangs=gangs,
     )
     gate = _StartGate(controller)
     scopes: list[str | None] = list(namespaces) or [None]
@@ -151,6 +162,18 @@ async def run_operator(
                 child_reader(observe_service),
                 gate.changed,
             ),
+        ]
+        # PodGroups of gang-scheduled jobs: a gang scheduler's CRD may not be installed.
+        watches += [
+            Watch(
+                api,
+                Resource("podgroups", group.path, LABEL_JOB_NAME, optional=True),
+                scope,
+                caches.pod_groups,
+                child_reader(observe_pod_group),
+                gate.changed,
+            )
+            for group in POD_GROUP_APIS
         ]
         if KUBEFLOW in apis:
             # Why Kueue has not admitted a queued job (its integration is kubeflow.org's).

@@ -1,4 +1,4 @@
-"""Pods and headless Services of a TFJob, built as plain data from the spec."""
+"""Pods, headless Services and the PodGroup of a TFJob, built as plain data from the spec."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from .api import (
     JobRef,
     RestartPolicy,
 )
+from .gang import Gang, join_gang, pod_group_name, pod_group_spec
 from .spec import JobSpec, Replica
 from .tfconfig import JobConfigs, job_configs, tensorflow_port
 
@@ -68,8 +69,10 @@ def render_pod(
     generation: int,
     cluster_domain: str | None = None,
     configs: JobConfigs | None = None,
+    gang: Gang | None = None,
 ) -> dict[str, Any]:
-    """The replica's pod; `configs` are the job's TF_CONFIGs if the caller has them."""
+    """The replica's pod; `configs` are the job's TF_CONFIGs if the caller has them; a pod
+    of a `gang` names its scheduler and PodGroup."""
     replica_spec = spec.replica_specs[replica.type]
     template = copy.deepcopy(dict(replica_spec.template))
     metadata = template.get("metadata") or {}
@@ -100,9 +103,28 @@ def render_pod(
         pod_spec.setdefault("tolerations", []).append(
             {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
         )
-    if spec.run_policy.priority_class and not pod_spec.get("priorityClassName"):
-        pod_spec["priorityClassName"] = spec.run_policy.priority_class
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": pod_spec}
+    priority_class = spec.run_policy.scheduling.priority_class
+    if priority_class and not pod_spec.get("priorityClassName"):
+        pod_spec["priorityClassName"] = priority_class
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": pod_spec}
+    if gang is not None:
+        join_gang(pod, job.name, replica, gang)
+    return pod
+
+
+def render_pod_group(job: JobRef, gang: Gang) -> dict[str, Any]:
+    """The PodGroup the gang's scheduler places the job's pods by (gang.py)."""
+    return {
+        "apiVersion": gang.api.api_version,
+        "kind": "PodGroup",
+        "metadata": {
+            "name": pod_group_name(job.name),
+            "namespace": job.namespace,
+            "labels": {LABEL_JOB_NAME: job.name, LABEL_CONTROLLER_UID: job.uid},
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": pod_group_spec(gang),
+    }
 
 
 def render_service(job: JobRef, spec: JobSpec, replica: Replica) -> dict[str, Any]:

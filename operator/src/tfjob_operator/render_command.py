@@ -1,4 +1,5 @@
-"""`tfjob-operator render`: the pods and services of a TFJob, printed without a cluster."""
+"""`tfjob-operator render`: the pods, services and PodGroup of a TFJob, printed without a
+cluster."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any, TextIO
 import yaml
 
 from .api import APIS, KIND, JobRef, api_of
-from .render import render_pod, render_service
+from .gang import USUAL_GANG_SCHEDULERS, job_gang
+from .render import render_pod, render_pod_group, render_service
 from .spec import InvalidSpec, parse_spec
 
 #: Stands in for the uid the API server assigns when the TFJob is created.
@@ -46,7 +48,8 @@ def run(filename: str, default_namespace: str, cluster_domain: str | None) -> in
 def children(
     job: Mapping[str, Any], default_namespace: str, cluster_domain: str | None
 ) -> Iterator[dict[str, Any]]:
-    """Every Service and Pod of `job`, as the controller creates them for a new job."""
+    """Every Service and Pod of `job`, as the controller creates them for a new job, after
+    its PodGroup if a gang scheduler it names places it (gang.py)."""
     api_version = job.get("apiVersion")
     api = api_of(api_version)
     if api is None:
@@ -56,9 +59,12 @@ def children(
     name = metadata.get("name") or ""
     spec = parse_spec(name, job.get("spec") or {})
     ref = JobRef(metadata.get("namespace") or default_namespace, name, PREVIEW_UID, api)
+    gang = job_gang(spec, USUAL_GANG_SCHEDULERS)
+    if gang is not None:
+        yield render_pod_group(ref, gang)
     for replica in spec.replicas():
         yield render_service(ref, spec, replica)
-        yield render_pod(ref, spec, replica, generation=0, cluster_domain=cluster_domain)
+        yield render_pod(ref, spec, replica, 0, cluster_domain, gang=gang)
 
 
 def _open(filename: str) -> TextIO:

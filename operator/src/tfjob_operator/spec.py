@@ -31,8 +31,8 @@ REPLICA_ORDER = (
     ReplicaType.PS,
     ReplicaType.EVALUATOR,
 )
-#: Kubeflow's gang-scheduling fields: declared in the CRD for compatibility, rejected.
-UNSUPPORTED_SCHEDULING_FIELDS = ("minAvailable", "queue", "minResources", "scheduleTimeoutSeconds")
+#: The fields of runPolicy.schedulingPolicy only a gang scheduler reads (gang.py).
+GANG_FIELDS = ("minAvailable", "queue", "minResources", "scheduleTimeoutSeconds")
 
 
 class InvalidSpec(ValueError):
@@ -68,13 +68,30 @@ class ReplicaSpec:
 
 
 @dataclass(frozen=True)
+class SchedulingPolicy:
+    """runPolicy.schedulingPolicy, Kubeflow's shape: all but priorityClass are gang options."""
+
+    priority_class: str | None = None
+    min_available: int | None = None
+    queue: str | None = None
+    min_resources: Mapping[str, Any] | None = None
+    schedule_timeout_seconds: int | None = None
+
+    @property
+    def gang_fields(self) -> list[str]:
+        """The gang options set, by their field names."""
+        values = (self.min_available, self.queue, self.min_resources, self.schedule_timeout_seconds)
+        return [name for name, value in zip(GANG_FIELDS, values, strict=True) if value is not None]
+
+
+@dataclass(frozen=True)
 class RunPolicy:
     clean_pod_policy: CleanPodPolicy
     ttl_seconds_after_finished: int | None
     active_deadline_seconds: int | None
     backoff_limit: int | None
     suspend: bool
-    priority_class: str | None
+    scheduling: SchedulingPolicy
 
 
 @dataclass(frozen=True)
@@ -136,6 +153,13 @@ def parse_spec(name: str, spec: Mapping[str, Any]) -> JobSpec:
     errors.extend(_topology_errors(replica_specs))
     run_policy, policy_errors = _parse_run_policy(spec.get("runPolicy") or {})
     errors.extend(policy_errors)
+    min_available = run_policy.scheduling.min_available
+    total = sum(s.replicas for s in replica_specs.values())
+    if min_available is not None and replica_specs and min_available > total:
+        errors.append(
+            f"spec.runPolicy.schedulingPolicy.minAvailable: {min_available} is more than the "
+            f"job's {total} replicas: the gang could never be complete"
+        )
     if spec.get("enableDynamicWorker"):
         errors.append("spec.enableDynamicWorker: is not supported yet")
     success_raw = spec.get("successPolicy") or ""
@@ -239,19 +263,44 @@ def _parse_run_policy(raw: Mapping[str, Any]) -> tuple[RunPolicy, list[str]]:
             errors.append(f"spec.runPolicy.{field}: must be an integer >= {minimum}")
             value = None
         numbers[field] = value
-    scheduling = raw.get("schedulingPolicy") or {}
-    for field in UNSUPPORTED_SCHEDULING_FIELDS:
-        if scheduling.get(field) is not None:
-            errors.append(
-                f"spec.runPolicy.schedulingPolicy.{field}: is not supported yet: "
-                "tfjob.dev has no gang-scheduler integration"
-            )
+    scheduling, scheduling_errors = _parse_scheduling_policy(raw.get("schedulingPolicy") or {})
+    errors.extend(scheduling_errors)
     policy = RunPolicy(
         clean_pod_policy=CleanPodPolicy(clean_raw),
         ttl_seconds_after_finished=numbers["ttlSecondsAfterFinished"],
         active_deadline_seconds=numbers["activeDeadlineSeconds"],
         backoff_limit=numbers["backoffLimit"],
         suspend=bool(raw.get("suspend", False)),
-        priority_class=scheduling.get("priorityClass") or None,
+        scheduling=scheduling,
+    )
+    return policy, errors
+
+
+def _parse_scheduling_policy(raw: Mapping[str, Any]) -> tuple[SchedulingPolicy, list[str]]:
+    path = "spec.runPolicy.schedulingPolicy"
+    errors = []
+    numbers: dict[str, int | None] = {}
+    for field in ("minAvailable", "scheduleTimeoutSeconds"):
+        value = raw.get(field)
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 1
+        ):
+            errors.append(f"{path}.{field}: must be an integer >= 1, got {value!r}")
+            value = None
+        numbers[field] = value
+    queue = raw.get("queue")
+    if queue is not None and (not isinstance(queue, str) or not queue):
+        errors.append(f"{path}.queue: must be a non-empty queue name, got {queue!r}")
+        queue = None
+    min_resources = raw.get("minResources")
+    if min_resources is not None and not isinstance(min_resources, Mapping):
+        errors.append(f"{path}.minResources: must map resource names to quantities")
+        min_resources = None
+    policy = SchedulingPolicy(
+        priority_class=raw.get("priorityClass") or None,
+        min_available=numbers["minAvailable"],
+        queue=queue,
+        min_resources=min_resources or None,
+        schedule_timeout_seconds=numbers["scheduleTimeoutSeconds"],
     )
     return policy, errors

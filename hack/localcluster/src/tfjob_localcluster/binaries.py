@@ -34,6 +34,7 @@ _TOOLS: dict[str, tuple[str, tuple[str, ...]]] = {
     "etcd": ("ETCD_VERSION", ("etcd",)),
     "coredns": ("COREDNS_VERSION", ("coredns",)),
     "kueue": ("KUEUE_VERSION", ("kueue",)),
+    "scheduler-plugins": ("SCHEDULER_PLUGINS_VERSION", ("scheduler",)),
     "nodetools": ("", ("pause", "gpu-device-plugin")),
     "helm": ("HELM_VERSION", ("helm",)),
     "kwok": ("KWOK_VERSION", ("kwok",)),
@@ -186,6 +187,11 @@ class Binaries:
     @property
     def kueue(self) -> Path:
         return self.path("kueue")
+
+    @property
+    def scheduler_plugins(self) -> Path:
+        """scheduler-plugins' kube-scheduler, Coscheduling compiled in."""
+        return self.path("scheduler")
 
     @property
     def kubernetes_version(self) -> str:

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from ..api import CONTAINER_NAME as TENSORFLOW_CONTAINER
 from ..api import MANAGED_BY, ReplicaType
-from ..spec import DNS_1035, MAX_CHILD_NAME, UNSUPPORTED_SCHEDULING_FIELDS
+from ..spec import DNS_1035, MAX_CHILD_NAME
 
 Rule = dict[str, Any]
 
@@ -154,16 +154,24 @@ def replica_spec_rules() -> list[Rule]:
     ]
 
 
-def scheduling_policy_rules() -> list[Rule]:
-    """Kubeflow's gang-scheduling fields: declared for compatibility, rejected when set."""
+def spec_rules() -> list[Rule]:
+    """A gang of more pods than the job has could never be complete."""
+    policy = "self.runPolicy.schedulingPolicy"
+    total = "self.tfReplicaSpecs.map(t, self.tfReplicaSpecs[t].replicas).sum()"
     return [
         _rule(
-            f"!has(self.{field})",
-            f"{field} is not supported yet: tfjob.dev has no gang-scheduler integration",
-            fieldPath=f".{field}",
-            reason="FieldValueForbidden",
+            f"!has(self.runPolicy) || !has({policy}) || !has({policy}.minAvailable) || "
+            f"{policy}.minAvailable <= {total}",
+            "runPolicy.schedulingPolicy.minAvailable is more than the job's replicas: the gang "
+            "could never be complete",
+            messageExpression=(
+                f"'runPolicy.schedulingPolicy.minAvailable is %d, but the job has only %d "
+                f"replicas: the gang could never be complete'.format([{policy}.minAvailable, "
+                f"{total}])"
+            ),
+            fieldPath=".runPolicy.schedulingPolicy.minAvailable",
+            reason="FieldValueInvalid",
         )
-        for field in UNSUPPORTED_SCHEDULING_FIELDS
     ]
 
 

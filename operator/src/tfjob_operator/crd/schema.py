@@ -84,33 +84,48 @@ def replica_spec_schema(pod_template: Schema) -> Schema:
 
 
 def scheduling_policy_schema() -> Schema:
-    not_supported = " Not supported yet (no gang-scheduler integration): rejected when set."
+    gang = (
+        " A gang option: the job needs a gang scheduler (its templates' schedulerName, or the "
+        "operator's --gang-scheduler-name)."
+    )
     return {
         "type": "object",
         "description": (
-            "Scheduling of the job's pods. Only priorityClass is implemented; the other "
-            "fields are Kubeflow's gang-scheduling options, declared for compatibility."
+            "Scheduling of the job's pods, Kubeflow's shape. With a gang scheduler "
+            "(scheduler-plugins' Coscheduling or Volcano) the operator creates a PodGroup, "
+            "named after the job, before its pods, so that they are placed together or not at "
+            "all."
         ),
         "properties": {
             "priorityClass": _string(
                 "Name of a PriorityClass; it becomes the priorityClassName of every pod of "
-                "the job.",
+                "the job (and of its Volcano PodGroup).",
                 maxLength=253,
             ),
             "minAvailable": _integer(
-                "int32", "Minimum number of pods to schedule together." + not_supported
+                "int32",
+                "How many of the job's pods must be placed together. Unset: all of them." + gang,
+                minimum=1,
             ),
-            "queue": _string("Scheduler queue of the job." + not_supported),
+            "queue": _string(
+                "The Volcano Queue of the job's PodGroup (scheduler-plugins has no queues; "
+                "Kueue's LocalQueue is the label kueue.x-k8s.io/queue-name)." + gang,
+                minLength=1,
+            ),
             "minResources": {
                 "type": "object",
-                "description": "Minimum resources of the pod group." + not_supported,
+                "description": (
+                    "Resources the cluster must have free before the gang is tried." + gang
+                ),
                 "additionalProperties": int_or_string(pattern=QUANTITY_PATTERN),
             },
             "scheduleTimeoutSeconds": _integer(
-                "int32", "How long the pod group may wait to be scheduled." + not_supported
+                "int32",
+                "How long scheduler-plugins waits for the whole gang before it gives up on the "
+                "pods placed so far and tries again (Volcano has no such timeout)." + gang,
+                minimum=1,
             ),
         },
-        "x-kubernetes-validations": rules.scheduling_policy_rules(),
     }
 
 
@@ -170,6 +185,7 @@ def spec_schema(pod_template: Schema) -> Schema:
         "type": "object",
         "description": "The desired TensorFlow cluster and the policies that run it.",
         "required": ["tfReplicaSpecs"],
+        "x-kubernetes-validations": rules.spec_rules(),
         "properties": {
             "tfReplicaSpecs": {
                 "type": "object",

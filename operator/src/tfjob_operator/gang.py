@@ -1,0 +1,218 @@
+"""Gang scheduling: a TFJob's pods placed all together, or none of them.
+
+Workers of a synchronous job wait for each other; a job that got half its pods holds their
+GPUs and trains nothing, and two such jobs can hold each other's forever. A gang scheduler
+places the pods of one PodGroup together, once all (or `minAvailable`) of them fit:
+scheduler-plugins' Coscheduling plugin reads `scheduling.x-k8s.io/v1alpha1` PodGroups,
+Volcano reads `scheduling.volcano.sh/v1beta1` ones. The operator creates the job's PodGroup
+before its pods, owned by the job, and names it in each pod the way that scheduler reads it.
+
+The scheduler is chosen per job, not once per operator: the `schedulerName` of the job's pod
+templates, else the operator's `--gang-scheduler-name` (Kubeflow's flag, which there enables
+gang scheduling for every job at once). A job is gang-scheduled when its scheduler is one of
+the operator's gang schedulers; runPolicy.schedulingPolicy's gang options on a job without
+one are an error, not silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from .api import GroupVersion, ReplicaType
+from .spec import InvalidSpec, JobSpec, Replica
+
+#: The scheduler names the two gang schedulers are deployed under by default.
+SCHEDULER_PLUGINS_NAME: Final = "scheduler-plugins-scheduler"
+VOLCANO_NAME: Final = "volcano"
+#: Kubeflow's `--gang-scheduler-name` value for scheduler-plugins, which its pods then name
+#: as SCHEDULER_PLUGINS_NAME.
+KUBEFLOW_SCHEDULER_PLUGINS: Final = "scheduler-plugins"
+DEFAULT_SCHEDULER: Final = "default-scheduler"
+
+
+@dataclass(frozen=True)
+class PodGroupApi(GroupVersion):
+    """The PodGroup one gang scheduler reads, and how a pod names its group there."""
+
+    #: What the operator's messages call the scheduler.
+    title: str
+    #: The pod label naming the group (scheduler-plugins) or else the annotation (Volcano).
+    pod_label: str | None = None
+    pod_annotation: str | None = None
+    #: Volcano's annotation naming the pod's task: its replica type, as in minTaskMember.
+    task_annotation: str | None = None
+
+
+SCHEDULER_PLUGINS: Final = PodGroupApi(
+    "scheduling.x-k8s.io",
+    "v1alpha1",
+    "scheduler-plugins",
+    pod_label="scheduling.x-k8s.io/pod-group",
+)
+VOLCANO: Final = PodGroupApi(
+    "scheduling.volcano.sh",
+    "v1beta1",
+    "Volcano",
+    pod_annotation="scheduling.k8s.io/group-name",
+    task_annotation="volcano.sh/task-spec",
+)
+POD_GROUP_APIS: Final = (SCHEDULER_PLUGINS, VOLCANO)
+
+
+@dataclass(frozen=True)
+class GangSchedulers:
+    """The operator's gang schedulers by scheduler name, and the default one (if any)."""
+
+    by_name: Mapping[str, PodGroupApi] = field(
+        default_factory=lambda: {SCHEDULER_PLUGINS_NAME: SCHEDULER_PLUGINS, VOLCANO_NAME: VOLCANO}
+    )
+    default: str | None = None
+
+    @classmethod
+    def configure(
+        cls, default: str | None = None, scheduler_plugins_name: str = SCHEDULER_PLUGINS_NAME
+    ) -> GangSchedulers:
+        """From the operator's flags; raises ValueError for a default it does not know."""
+        by_name = {scheduler_plugins_name: SCHEDULER_PLUGINS, VOLCANO_NAME: VOLCANO}
+        if default == KUBEFLOW_SCHEDULER_PLUGINS:
+            default = scheduler_plugins_name
+        if default is not None and default not in by_name:
+            raise ValueError(
+                f"--gang-scheduler-name {default!r} is not a gang scheduler: use "
+                f"{' or '.join(sorted(by_name))}"
+            )
+        return cls(by_name, default or None)
+
+    def describe(self) -> str:
+        return ", ".join(f"{name} ({api.title})" for name, api in sorted(self.by_name.items()))
+
+
+#: The gang schedulers under their usual names, none of them the default.
+USUAL_GANG_SCHEDULERS: Final = GangSchedulers()
+
+
+@dataclass(frozen=True)
+class Gang:
+    """What the job's PodGroup and pods say about placing them together."""
+
+    scheduler_name: str
+    api: PodGroupApi
+    min_member: int
+    #: Volcano: the pods each replica type needs placed, when the whole job is the gang.
+    min_task_member: Mapping[str, int]
+    queue: str | None
+    priority_class: str | None
+    min_resources: Mapping[str, Any] | None
+    schedule_timeout_seconds: int | None
+
+    def describe(self, job_name: str) -> str:
+        return (
+            f"PodGroup {pod_group_name(job_name)} ({self.api.title}, "
+            f"{self.min_member} pods together)"
+        )
+
+
+def pod_group_name(job_name: str) -> str:
+    """Named after its TFJob, as Kubeflow names it: one PodGroup per job."""
+    return job_name
+
+
+def job_gang(spec: JobSpec, schedulers: GangSchedulers) -> Gang | None:
+    """The gang of a job, None if it is not gang-scheduled; raises InvalidSpec for options
+    its scheduler cannot honour (see the module docstring)."""
+    policy = spec.run_policy.scheduling
+    chosen: dict[ReplicaType, str | None] = {
+        t: (replica.template.get("spec") or {}).get("schedulerName") or schedulers.default
+        for t, replica in spec.replica_specs.items()
+    }
+    gangs = [name for name in chosen.values() if name is not None and name in schedulers.by_name]
+    policy_path = "spec.runPolicy.schedulingPolicy"
+    if not gangs:
+        named = sorted({name for name in chosen.values() if name})
+        where = (
+            f"the replicas name {', '.join(named)}, not a gang scheduler"
+            if named
+            else "the replicas name no scheduler and the operator has no --gang-scheduler-name"
+        )
+        if policy.gang_fields:
+            raise InvalidSpec(
+                [
+                    f"{policy_path}.{name}: needs a gang scheduler, but {where}; this operator "
+                    f"gang-schedules with {schedulers.describe()}"
+                    for name in policy.gang_fields
+                ]
+            )
+        return None
+    errors = []
+    scheduler = gangs[0]
+    for replica_type, name in chosen.items():
+        if name != scheduler:
+            errors.append(
+                f"spec.tfReplicaSpecs.{replica_type.value}.template.spec.schedulerName: "
+                f"{name or DEFAULT_SCHEDULER}, but the job's other replicas are gang-scheduled "
+                f"by {scheduler}: a gang has one scheduler"
+            )
+    api = schedulers.by_name[scheduler]
+    if api is SCHEDULER_PLUGINS and policy.queue is not None:
+        errors.append(
+            f"{policy_path}.queue: scheduler-plugins has no queues (Volcano has); queue the "
+            "job in Kueue instead"
+        )
+    if api is VOLCANO and policy.schedule_timeout_seconds is not None:
+        errors.append(
+            f"{policy_path}.scheduleTimeoutSeconds: Volcano's PodGroup has no schedule "
+            "timeout (scheduler-plugins' has)"
+        )
+    if errors:
+        raise InvalidSpec(errors)
+    total = spec.total_replicas
+    min_member = policy.min_available or total
+    return Gang(
+        scheduler_name=scheduler,
+        api=api,
+        min_member=min_member,
+        min_task_member=(
+            {t.label: s.replicas for t, s in spec.replica_specs.items() if s.replicas > 0}
+            if min_member == total
+            else {}
+        ),
+        queue=policy.queue,
+        priority_class=policy.priority_class,
+        min_resources=policy.min_resources,
+        schedule_timeout_seconds=policy.schedule_timeout_seconds,
+    )
+
+
+def pod_group_spec(gang: Gang) -> dict[str, Any]:
+    spec: dict[str, Any] = {"minMember": gang.min_member}
+    if gang.min_resources:
+        spec["minResources"] = dict(gang.min_resources)
+    if gang.api is SCHEDULER_PLUGINS:
+        if gang.schedule_timeout_seconds is not None:
+            spec["scheduleTimeoutSeconds"] = gang.schedule_timeout_seconds
+        return spec
+    if gang.min_task_member:
+        spec["minTaskMember"] = dict(gang.min_task_member)
+    if gang.queue:
+        spec["queue"] = gang.queue
+    if gang.priority_class:
+        spec["priorityClassName"] = gang.priority_class
+    return spec
+
+
+def join_gang(pod: dict[str, Any], job_name: str, replica: Replica, gang: Gang) -> None:
+    """Names the gang's scheduler and PodGroup in a pod being rendered."""
+    metadata = pod["metadata"]
+    pod["spec"].setdefault("schedulerName", gang.scheduler_name)
+    group = pod_group_name(job_name)
+    if gang.api.pod_label:
+        metadata.setdefault("labels", {})[gang.api.pod_label] = group
+    annotations = {}
+    if gang.api.pod_annotation:
+        annotations[gang.api.pod_annotation] = group
+    if gang.api.task_annotation:
+        annotations[gang.api.task_annotation] = replica.type.label
+    if annotations:
+        metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}

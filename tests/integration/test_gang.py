@@ -1,0 +1,308 @@
+"""Gang-scheduled TFJobs on the local cluster.
+
+scheduler-plugins' Coscheduling scheduler (SCHEDULER_PLUGINS_VERSION, built from its Go
+module) runs beside the default scheduler (tfjob_localcluster.coscheduling); Volcano's
+PodGroup CRD, from Volcano's module, is served for the tests of Volcano's PodGroups. The
+session's operator gang-schedules the jobs whose templates name either scheduler.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from support.tfjobs import SHELL_IMAGE, TFJobs, condition, shell_replica, tfjob
+
+from tfjob_localcluster import gomodule
+from tfjob_localcluster.binaries import read_versions
+from tfjob_localcluster.cluster import LocalCluster
+from tfjob_localcluster.coscheduling import SCHEDULER_NAME, Coscheduling
+from tfjob_localcluster.pytest_plugin import Kubectl
+
+pytestmark = pytest.mark.integration
+
+#: Runs until the test creates /done in the container.
+UNTIL_TOLD = "until [ -e /done ]; do sleep 0.2; done"
+PLUGINS_GROUP = ("scheduling.x-k8s.io", "v1alpha1")
+VOLCANO_GROUP = ("scheduling.volcano.sh", "v1beta1")
+VOLCANO_CRD = "config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml"
+
+
+@pytest.fixture(scope="module")
+def coscheduling(
+    local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Coscheduling]:
+    assert local_cluster.control_plane is not None
+    running = Coscheduling(
+        local_cluster.kubeconfig,
+        local_cluster.kubectl,
+        local_cluster.control_plane.ca,
+        tmp_path_factory.mktemp("coscheduling"),
+    )
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def volcano_crd(kubectl: Kubectl) -> Iterator[None]:
+    """Volcano's PodGroup CRD as Volcano's module ships it; removed after the test."""
+    module = gomodule.module_dir("volcano.sh/volcano", read_versions()["VOLCANO_VERSION"])
+    kubectl("apply", "--server-side", "-f", str(module / VOLCANO_CRD))
+    kubectl("wait", "--for=condition=Established", "crd/podgroups.scheduling.volcano.sh")
+    try:
+        yield
+    finally:
+        kubectl("delete", "crd", "podgroups.scheduling.volcano.sh", "--ignore-not-found")
+
+
+def gang_replica(
+    script: str, replicas: int, scheduler: str = SCHEDULER_NAME, cpu: str | None = None
+) -> dict[str, Any]:
+    spec = shell_replica(script, replicas)
+    pod_spec = spec["template"]["spec"]
+    pod_spec["schedulerName"] = scheduler
+    if cpu is not None:
+        pod_spec["containers"][0]["resources"] = {"requests": {"cpu": cpu}}
+    return spec
+
+
+def pod_group(k8s_client: Any, group: tuple[str, str], namespace: str, name: str) -> Any:
+    """The PodGroup, or None once it is gone."""
+    custom = client.CustomObjectsApi(k8s_client)
+    try:
+        return custom.get_namespaced_custom_object(*group, namespace, "podgroups", name)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def free_millicpu(core: client.CoreV1Api, node: str) -> int:
+    """The node's allocatable CPU less what its live pods request, in millicores."""
+    allocatable = core.read_node(node).status.allocatable["cpu"]
+    total = int(allocatable[:-1]) if allocatable.endswith("m") else int(allocatable) * 1000
+    requested = 0
+    for pod in core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items:
+        if pod.status.phase in ("Succeeded", "Failed"):
+            continue
+        for container in pod.spec.containers:
+            cpu = ((container.resources and container.resources.requests) or {}).get("cpu")
+            if cpu:
+                requested += int(cpu[:-1]) if cpu.endswith("m") else int(float(cpu) * 1000)
+    return total - requested
+
+
+def blocker_pod(name: str, millicpu: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "sleep",
+                    "image": SHELL_IMAGE,
+                    "command": ["sleep", "3600"],
+                    "resources": {"requests": {"cpu": f"{millicpu}m"}},
+                }
+            ],
+        },
+    }
+
+
+@pytest.mark.usefixtures("coscheduling")
+def test_a_gang_that_does_not_fit_starts_no_pod_until_all_of_it_fits(
+    tfjobs: TFJobs, k8s_client: Any, local_cluster: LocalCluster, kubectl: Kubectl
+) -> None:
+    core = client.CoreV1Api(k8s_client)
+    free = free_millicpu(core, local_cluster.node_name)
+    # The blocker leaves room for one worker, not for two: the default scheduler would start
+    # one and leave it waiting for its peer.
+    worker_cpu, blocker_cpu = free * 3 // 10, free * 6 // 10
+    core.create_namespaced_pod(tfjobs.namespace, blocker_pod("blocker", blocker_cpu))
+    tfjobs.poll(
+        "gang",
+        lambda: core.read_namespaced_pod("blocker", tfjobs.namespace),
+        lambda pod: pod.status.phase == "Running",
+        "the blocker pod running",
+        60,
+    )
+
+    created = tfjobs.create(
+        tfjob("gang", {"Worker": gang_replica(UNTIL_TOLD, 2, cpu=f"{worker_cpu}m")})
+    )
+    stalled = tfjobs.wait_for(
+        "gang",
+        lambda job: (condition(job, "Running") or {}).get("reason") == "GangUnschedulable",
+        "Running=False with reason GangUnschedulable",
+        60,
+    )
+    message = condition(stalled, "Running")["message"]  # type: ignore[index]
+    assert message.startswith(
+        "The gang cannot be placed (PodGroup gang (scheduler-plugins, 2 pods together)): worker-"
+    )
+    group = pod_group(k8s_client, PLUGINS_GROUP, tfjobs.namespace, "gang")
+    assert group["spec"]["minMember"] == 2
+    assert group["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
+    pods = tfjobs.pods("gang")
+    assert len(pods) == 2
+    for pod in pods:
+        assert pod.spec.scheduler_name == SCHEDULER_NAME
+        assert pod.metadata.labels["scheduling.x-k8s.io/pod-group"] == "gang"
+    # Long enough for Coscheduling's permit wait (10 s) to pass once: no pod is ever bound.
+    watched_until = time.monotonic() + 12
+    while time.monotonic() < watched_until:
+        bound = [p.metadata.name for p in tfjobs.pods("gang") if p.spec.node_name]
+        assert bound == [], f"pods of an incomplete gang were bound: {bound}"
+        time.sleep(0.5)
+
+    core.delete_namespaced_pod("blocker", tfjobs.namespace, grace_period_seconds=0)
+    tfjobs.wait_state("gang", "Running", 120)
+    assert all(p.spec.node_name for p in tfjobs.pods("gang"))
+
+    kubectl("exec", "-n", tfjobs.namespace, "gang-worker-0", "--", "touch", "/done")
+    tfjobs.wait_state("gang", "Succeeded", 60)
+    tfjobs.poll(
+        "gang",
+        lambda: pod_group(k8s_client, PLUGINS_GROUP, tfjobs.namespace, "gang"),
+        lambda found: found is None,
+        "the PodGroup deleted once the job succeeded",
+        60,
+    )
+
+
+@pytest.mark.usefixtures("coscheduling")
+def test_suspending_a_gang_deletes_its_pod_group_and_resuming_creates_it_again(
+    tfjobs: TFJobs, k8s_client: Any
+) -> None:
+    job = tfjob("pausing", {"Worker": gang_replica("sleep 3600", 2)}, runPolicy={"suspend": True})
+    tfjobs.create(job)
+    tfjobs.wait_state("pausing", "Suspended", 60)
+    assert pod_group(k8s_client, PLUGINS_GROUP, tfjobs.namespace, "pausing") is None
+
+    def suspend(value: bool) -> None:
+        tfjobs.custom.patch_namespaced_custom_object(
+            tfjobs.group,
+            "v1",
+            tfjobs.namespace,
+            "tfjobs",
+            "pausing",
+            {"spec": {"runPolicy": {"suspend": value}}},
+        )
+
+    suspend(False)
+    tfjobs.wait_state("pausing", "Running", 90)
+    assert pod_group(k8s_client, PLUGINS_GROUP, tfjobs.namespace, "pausing") is not None
+    suspend(True)
+    tfjobs.wait_state("pausing", "Suspended", 60)
+    tfjobs.poll(
+        "pausing",
+        lambda: pod_group(k8s_client, PLUGINS_GROUP, tfjobs.namespace, "pausing"),
+        lambda found: found is None,
+        "the PodGroup deleted once the job was suspended",
+        60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "policy", "message"),
+    [
+        (
+            "my-scheduler",
+            {"minAvailable": 1},
+            "spec.runPolicy.schedulingPolicy.minAvailable: needs a gang scheduler, but the "
+            "replicas name my-scheduler, not a gang scheduler",
+        ),
+        (
+            SCHEDULER_NAME,
+            {"queue": "research"},
+            "spec.runPolicy.schedulingPolicy.queue: scheduler-plugins has no queues",
+        ),
+    ],
+    ids=["unknown-scheduler", "queue-without-queues"],
+)
+def test_a_gang_the_operator_cannot_honour_fails_at_once_and_says_why(
+    tfjobs: TFJobs, scheduler: str, policy: dict[str, Any], message: str
+) -> None:
+    tfjobs.create(
+        tfjob(
+            "wrong",
+            {"Worker": gang_replica("sleep 3600", 2, scheduler)},
+            runPolicy={"schedulingPolicy": policy},
+        )
+    )
+    failed = tfjobs.wait_state("wrong", "Failed", 30)
+    reason = condition(failed, "Failed")
+    assert reason is not None
+    assert reason["reason"] == "InvalidSpec"
+    assert message in reason["message"]
+    assert tfjobs.pods("wrong") == []
+
+
+def test_without_volcanos_crd_no_pod_starts_and_an_event_says_why(
+    tfjobs: TFJobs, kubectl: Kubectl
+) -> None:
+    kubectl("delete", "crd", "podgroups.scheduling.volcano.sh", "--ignore-not-found")
+    tfjobs.create(tfjob("early", {"Worker": gang_replica("sleep 3600", 2, "volcano")}))
+    tfjobs.poll(
+        "early",
+        lambda: tfjobs.describe("early"),
+        lambda text: "FailedCreatePodGroup" in text,
+        "a FailedCreatePodGroup event",
+        60,
+    )
+    assert "scheduling.volcano.sh/v1beta1 is not served: is its gang scheduler installed?" in (
+        tfjobs.describe("early")
+    )
+    assert tfjobs.pods("early") == []
+
+
+@pytest.mark.usefixtures("volcano_crd")
+def test_a_volcano_gang_gets_volcanos_pod_group_with_its_queue_and_task_counts(
+    tfjobs: TFJobs, k8s_client: Any
+) -> None:
+    created = tfjobs.create(
+        tfjob(
+            "volcanic",
+            {
+                "PS": gang_replica("sleep 3600", 1, "volcano"),
+                "Worker": gang_replica("sleep 3600", 2, "volcano"),
+            },
+            runPolicy={"schedulingPolicy": {"queue": "research", "minResources": {"cpu": "1"}}},
+        )
+    )
+    group = tfjobs.poll(
+        "volcanic",
+        lambda: pod_group(k8s_client, VOLCANO_GROUP, tfjobs.namespace, "volcanic"),
+        lambda found: found is not None,
+        "Volcano's PodGroup",
+        60,
+    )
+    assert group["spec"]["minMember"] == 3
+    assert group["spec"]["minTaskMember"] == {"ps": 1, "worker": 2}
+    assert group["spec"]["queue"] == "research"
+    assert group["spec"]["minResources"] == {"cpu": "1"}
+    assert group["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
+    pods = tfjobs.poll(
+        "volcanic",
+        lambda: tfjobs.pods("volcanic"),
+        lambda found: len(found) == 3,
+        "3 pods",
+        60,
+    )
+    tasks = sorted(p.metadata.annotations["volcano.sh/task-spec"] for p in pods)
+    assert tasks == ["ps", "worker", "worker"]
+    for pod in pods:
+        assert pod.spec.scheduler_name == "volcano"
+        assert pod.metadata.annotations["scheduling.k8s.io/group-name"] == "volcanic"
+    # No Volcano scheduler runs here: the pods wait for it, and the default scheduler,
+    # which they do not name, leaves them alone.
+    assert all(not p.spec.node_name for p in pods)

@@ -1,0 +1,308 @@
+"""Gang scheduling: which jobs are gang-scheduled, their PodGroups and pods, and the
+decisions and writes around them (tfjob_operator.gang)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from tfjob_operator.decide import decide
+from tfjob_operator.gang import (
+    SCHEDULER_PLUGINS,
+    VOLCANO,
+    GangSchedulers,
+    job_gang,
+)
+from tfjob_operator.kube import ApiError
+from tfjob_operator.observe import PodGroupObservation, observe_pod_group
+from tfjob_operator.render import render_pod, render_pod_group
+from tfjob_operator.spec import InvalidSpec, Replica, parse_spec
+
+from .test_controller import KEY, Harness
+from .tfjobs import JOB, NOW, job_view, pod, replica_spec
+
+PLUGINS = "scheduler-plugins-scheduler"
+
+
+def gang_spec(
+    scheduler: str | None = PLUGINS, workers: int = 2, ps: int = 0, **policy: Any
+) -> dict[str, Any]:
+    def spec_of(replicas: int) -> dict[str, Any]:
+        spec = replica_spec(replicas)
+        if scheduler:
+            spec["template"]["spec"]["schedulerName"] = scheduler
+        return spec
+
+    replicas = {"Worker": spec_of(workers)}
+    if ps:
+        replicas["PS"] = spec_of(ps)
+    out: dict[str, Any] = {"tfReplicaSpecs": replicas}
+    if policy:
+        out["runPolicy"] = {"schedulingPolicy": policy}
+    return out
+
+
+def errors(spec: dict[str, Any], schedulers: GangSchedulers | None = None) -> str:
+    with pytest.raises(InvalidSpec) as raised:
+        job_gang(parse_spec("mnist", spec), schedulers or GangSchedulers())
+    return "; ".join(raised.value.errors)
+
+
+def test_a_job_naming_no_gang_scheduler_is_not_gang_scheduled() -> None:
+    assert job_gang(parse_spec("mnist", gang_spec(None)), GangSchedulers()) is None
+    assert job_gang(parse_spec("mnist", gang_spec("my-scheduler")), GangSchedulers()) is None
+
+
+def test_gang_options_without_a_gang_scheduler_are_an_error_that_says_what_to_do() -> None:
+    message = errors(gang_spec(None, minAvailable=1))
+    assert message.startswith(
+        "spec.runPolicy.schedulingPolicy.minAvailable: needs a gang scheduler, but the replicas "
+        "name no scheduler and the operator has no --gang-scheduler-name"
+    )
+    assert "scheduler-plugins-scheduler (scheduler-plugins), volcano (Volcano)" in message
+    unknown = errors(gang_spec("my-scheduler", queue="research"))
+    assert "queue: needs a gang scheduler, but the replicas name my-scheduler" in unknown
+
+
+def test_a_gang_has_one_scheduler() -> None:
+    spec = gang_spec(workers=2)
+    spec["tfReplicaSpecs"]["PS"] = replica_spec(1)
+    assert errors(spec) == (
+        "spec.tfReplicaSpecs.PS.template.spec.schedulerName: default-scheduler, but the job's "
+        "other replicas are gang-scheduled by scheduler-plugins-scheduler: a gang has one "
+        "scheduler"
+    )
+
+
+def test_options_the_chosen_scheduler_lacks_are_errors() -> None:
+    assert "queue: scheduler-plugins has no queues" in errors(gang_spec(queue="research"))
+    assert "scheduleTimeoutSeconds: Volcano's PodGroup has no schedule timeout" in errors(
+        gang_spec("volcano", scheduleTimeoutSeconds=30)
+    )
+
+
+def test_scheduler_plugins_pod_group_and_pods() -> None:
+    spec = parse_spec("mnist", gang_spec(minResources={"cpu": "3"}, scheduleTimeoutSeconds=30))
+    gang = job_gang(spec, GangSchedulers())
+    assert gang is not None
+    assert gang.api is SCHEDULER_PLUGINS
+    group = render_pod_group(JOB, gang)
+    assert group["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert group["metadata"]["name"] == "mnist"
+    assert group["metadata"]["labels"]["tfjob.dev/controller-uid"] == JOB.uid
+    assert group["metadata"]["ownerReferences"][0]["uid"] == JOB.uid
+    assert group["spec"] == {
+        "minMember": 2,
+        "minResources": {"cpu": "3"},
+        "scheduleTimeoutSeconds": 30,
+    }
+    worker = render_pod(JOB, spec, Replica(spec.leader().type, 1), 0, gang=gang)  # type: ignore[union-attr]
+    assert worker["spec"]["schedulerName"] == PLUGINS
+    assert worker["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "mnist"
+    assert "annotations" not in worker["metadata"]
+
+
+def test_volcano_pod_group_counts_each_replica_type_and_names_the_queue() -> None:
+    spec = parse_spec("mnist", gang_spec("volcano", ps=1, queue="research", priorityClass="high"))
+    gang = job_gang(spec, GangSchedulers())
+    assert gang is not None
+    assert gang.api is VOLCANO
+    group = render_pod_group(JOB, gang)
+    assert group["apiVersion"] == "scheduling.volcano.sh/v1beta1"
+    assert group["spec"] == {
+        "minMember": 3,
+        "minTaskMember": {"worker": 2, "ps": 1},
+        "queue": "research",
+        "priorityClassName": "high",
+    }
+    ps = render_pod(JOB, spec, Replica(list(spec.replica_specs)[1], 0), 0, gang=gang)
+    assert ps["metadata"]["annotations"] == {
+        "scheduling.k8s.io/group-name": "mnist",
+        "volcano.sh/task-spec": "ps",
+    }
+    assert ps["spec"]["priorityClassName"] == "high"
+    assert "scheduling.x-k8s.io/pod-group" not in ps["metadata"]["labels"]
+
+
+def test_min_available_below_the_job_leaves_the_task_counts_out() -> None:
+    spec = parse_spec("mnist", gang_spec("volcano", workers=3, minAvailable=2))
+    gang = job_gang(spec, GangSchedulers())
+    assert gang is not None
+    assert render_pod_group(JOB, gang)["spec"] == {"minMember": 2}
+
+
+def test_the_operators_default_gang_scheduler_takes_the_jobs_that_name_none() -> None:
+    schedulers = GangSchedulers.configure("scheduler-plugins")  # Kubeflow's value
+    assert schedulers.default == PLUGINS
+    gang = job_gang(parse_spec("mnist", gang_spec(None)), schedulers)
+    assert gang is not None
+    assert gang.scheduler_name == PLUGINS
+    assert job_gang(parse_spec("mnist", gang_spec("default-scheduler")), schedulers) is None
+    custom = GangSchedulers.configure("coscheduler", scheduler_plugins_name="coscheduler")
+    assert job_gang(parse_spec("mnist", gang_spec(None)), custom) is not None
+    with pytest.raises(ValueError, match="'kube-batch' is not a gang scheduler"):
+        GangSchedulers.configure("kube-batch")
+
+
+def observed_group(
+    owner: str = JOB.uid, api_version: str = SCHEDULER_PLUGINS.api_version, **spec: Any
+) -> PodGroupObservation:
+    return observe_pod_group(
+        {
+            "apiVersion": api_version,
+            "metadata": {
+                "name": "mnist",
+                "uid": f"pg-{owner}",
+                "ownerReferences": [{"controller": True, "uid": owner}],
+            },
+            "spec": spec or {"minMember": 2},
+        }
+    )
+
+
+def test_a_new_gang_job_gets_its_pod_group_with_its_pods() -> None:
+    plan = decide(job_view(gang_spec()), [], [], NOW)
+    assert plan.create_pod_group is not None
+    assert plan.create_pod_group["spec"] == {"minMember": 2}
+    assert len(plan.create_pods) == 2
+    assert all(p["spec"]["schedulerName"] == PLUGINS for p in plan.create_pods)
+
+
+def test_pods_wait_while_an_earlier_jobs_pod_group_of_the_name_is_going() -> None:
+    plan = decide(job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group("uid-old")])
+    assert plan.create_pod_group is None
+    assert plan.create_pods == []
+    assert plan.create_services  # services do not wait
+
+
+def test_a_pod_group_follows_the_replica_count() -> None:
+    plan = decide(job_view(gang_spec(workers=3)), [], [], NOW, pod_groups=[observed_group()])
+    assert plan.create_pod_group is None
+    assert plan.patch_pod_group is not None
+    assert plan.patch_pod_group[1] == {"spec": {"minMember": 3}}
+    same = decide(job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group()])
+    assert same.patch_pod_group is None
+
+
+def test_the_pod_group_goes_when_the_job_finishes_or_is_suspended() -> None:
+    spec = gang_spec()
+    succeeded = decide(
+        job_view(spec),
+        [pod(spec, "worker-0", "Succeeded", exit_code=0), pod(spec, "worker-1")],
+        [],
+        NOW,
+        pod_groups=[observed_group(), observed_group("uid-old")],
+    )
+    assert succeeded.status is not None
+    assert succeeded.status["state"] == "Succeeded"
+    assert [(g.uid, why) for g, why in succeeded.delete_pod_groups] == [
+        (f"pg-{JOB.uid}", "the TFJob has finished")
+    ]
+    suspended_spec = {**spec, "runPolicy": {"suspend": True}}
+    suspended = decide(job_view(suspended_spec), [], [], NOW, pod_groups=[observed_group()])
+    assert [why for _, why in suspended.delete_pod_groups] == ["the TFJob is suspended"]
+    assert suspended.create_pod_group is None
+    left = decide(job_view(gang_spec(None)), [], [], NOW, pod_groups=[observed_group()])
+    assert [why for _, why in left.delete_pod_groups] == [
+        "the TFJob is not gang-scheduled by it any more"
+    ]
+
+
+def test_an_unplaceable_gang_is_reported_with_the_schedulers_reason() -> None:
+    spec = gang_spec()
+    unschedulable = {
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "rejected due to timeout after waiting 10s at plugin Coscheduling",
+            }
+        ]
+    }
+    pending = [pod(spec, f"worker-{i}", "Pending", status=unschedulable) for i in (0, 1)]
+    plan = decide(job_view(spec), pending, [], NOW, pod_groups=[observed_group()])
+    assert plan.status is not None
+    running = next(c for c in plan.status["conditions"] if c["type"] == "Running")
+    assert (running["status"], running["reason"]) == ("False", "GangUnschedulable")
+    assert running["message"] == (
+        "The gang cannot be placed (PodGroup mnist (scheduler-plugins, 2 pods together)): "
+        "worker-0 is pending: Unschedulable: rejected due to timeout after waiting 10s at "
+        "plugin Coscheduling"
+    )
+    assert [e.reason for e in plan.events] == ["GangUnschedulable"]
+
+    volcano_spec = gang_spec("volcano")
+    said = observe_pod_group(
+        {
+            "apiVersion": VOLCANO.api_version,
+            "metadata": {
+                "name": "mnist",
+                "uid": "pg",
+                "ownerReferences": [{"controller": True, "uid": JOB.uid}],
+            },
+            "spec": {"minMember": 2, "minTaskMember": {"worker": 2}},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Unschedulable",
+                        "status": "True",
+                        "message": "2/2 tasks unschedulable",
+                    }
+                ]
+            },
+        }
+    )
+    pending = [pod(volcano_spec, "worker-0", "Pending", status=unschedulable)]
+    volcano = decide(job_view(volcano_spec), pending, [], NOW, pod_groups=[said])
+    assert volcano.status is not None
+    message = next(c for c in volcano.status["conditions"] if c["type"] == "Running")["message"]
+    assert message.endswith("(Volcano, 2 pods together)): 2/2 tasks unschedulable")
+
+
+def test_a_gang_the_operator_cannot_honour_fails_the_job() -> None:
+    plan = decide(job_view(gang_spec(queue="research")), [], [], NOW)
+    assert plan.status is not None
+    assert plan.status["state"] == "Failed"
+    failed = next(c for c in plan.status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "InvalidSpec"
+    assert "scheduler-plugins has no queues" in failed["message"]
+    assert (plan.create_pods, plan.create_pod_group) == ([], None)
+
+
+def test_the_controller_creates_the_pod_group_before_any_pod() -> None:
+    harness = Harness()
+    harness.job(version="2", spec=gang_spec())
+    harness.reconcile()
+    creates = [c for c in harness.writes.calls if c[0] in ("create podgroup", "create pod")]
+    assert creates[0] == ("create podgroup", "mnist")
+    assert sorted(c[1] for c in creates[1:]) == ["mnist-worker-0", "mnist-worker-1"]
+    reasons = [e["reason"] for e in harness.writes.events]
+    assert "SuccessfulCreatePodGroup" in reasons
+
+
+def test_no_pod_is_created_when_the_pod_group_api_is_not_served() -> None:
+    harness = Harness()
+    harness.job(version="2", spec=gang_spec("volcano"))
+    harness.writes.refuse_create = ApiError(404, "create podgroup ml/mnist", b"not found")
+    with pytest.raises(ApiError):
+        reconcile_raising(harness)
+    assert harness.calls("create pod") == []
+    (event,) = [e for e in harness.writes.events if e["reason"] == "FailedCreatePodGroup"]
+    assert event["message"].startswith(
+        "scheduling.volcano.sh/v1beta1 is not served: is its gang scheduler installed?"
+    )
+
+
+def reconcile_raising(harness: Harness) -> None:
+    """One reconcile whose error reaches the test once the events are posted."""
+
+    async def once() -> None:
+        try:
+            await harness.controller.reconcile(KEY)
+        finally:
+            await harness.controller.stop()
+
+    asyncio.run(once())
