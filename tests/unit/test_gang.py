@@ -4,10 +4,12 @@ decisions and writes around them (tfjob_operator.gang)."""
 from __future__ import annotations
 
 import asyncio
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
+from tfjob_operator import quantity
 from tfjob_operator.decide import decide
 from tfjob_operator.gang import (
     SCHEDULER_PLUGINS,
@@ -306,3 +308,45 @@ def reconcile_raising(harness: Harness) -> None:
             await harness.controller.stop()
 
     asyncio.run(once())
+
+
+def test_a_gang_of_the_whole_job_states_what_its_pods_request_together() -> None:
+    spec = gang_spec(workers=3)
+    resources = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": 1}}
+    spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"] = resources
+    spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"].append(
+        {"name": "logger", "image": "busybox", "resources": {"requests": {"cpu": "0.25"}}}
+    )
+    gang = job_gang(parse_spec("mnist", spec), GangSchedulers())
+    assert gang is not None
+    assert gang.min_resources == {"cpu": "2250m", "memory": "3221225472", "nvidia.com/gpu": "3"}
+    given = job_gang(
+        parse_spec("mnist", {**spec, **gang_spec(workers=3, minResources={"cpu": "1"})}),
+        GangSchedulers(),
+    )
+    assert given is not None
+    assert given.min_resources == {"cpu": "1"}
+    partial = {**spec, "runPolicy": {"schedulingPolicy": {"minAvailable": 2}}}
+    part = job_gang(parse_spec("mnist", partial), GangSchedulers())
+    assert part is not None
+    assert part.min_resources is None
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("500m", "0.5"),
+        ("2", "2"),
+        ("1Ki", "1024"),
+        ("1e3", "1000"),
+        ("1.5G", "1500000000"),
+        (".5", "0.5"),
+    ],
+)
+def test_quantities_parse_exactly(text: str, value: str) -> None:
+    assert quantity.parse(text) == Decimal(value)
+
+
+def test_a_quantity_that_is_not_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="not a quantity"):
+        quantity.parse("1 core")

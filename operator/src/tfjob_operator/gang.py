@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from . import quantity
 from .api import GroupVersion, ReplicaType
 from .spec import InvalidSpec, JobSpec, Replica
 
@@ -169,6 +170,9 @@ def job_gang(spec: JobSpec, schedulers: GangSchedulers) -> Gang | None:
         raise InvalidSpec(errors)
     total = spec.total_replicas
     min_member = policy.min_available or total
+    min_resources = policy.min_resources
+    if min_resources is None and min_member == total:
+        min_resources = job_requests(spec) or None
     return Gang(
         scheduler_name=scheduler,
         api=api,
@@ -180,9 +184,31 @@ def job_gang(spec: JobSpec, schedulers: GangSchedulers) -> Gang | None:
         ),
         queue=policy.queue,
         priority_class=policy.priority_class,
-        min_resources=policy.min_resources,
+        min_resources=min_resources,
         schedule_timeout_seconds=policy.schedule_timeout_seconds,
     )
+
+
+def job_requests(spec: JobSpec) -> dict[str, str]:
+    """What all the job's pods request together: a gang of the whole job states it as its
+    minResources (as Kubeflow's operator does), which the scheduler checks against the
+    cluster's free resources, and Volcano against its queue's, before placing any pod."""
+    return quantity.add(
+        pod_requests(replica.template)
+        for replica in spec.replica_specs.values()
+        for _ in range(replica.replicas)
+    )
+
+
+def pod_requests(template: Mapping[str, Any]) -> dict[str, str]:
+    """The requests of a pod's containers; a limit stands for a request the container does
+    not set, as the API server defaults it."""
+    containers = (template.get("spec") or {}).get("containers") or []
+    listings = []
+    for container in containers:
+        resources = container.get("resources") or {}
+        listings.append({**(resources.get("limits") or {}), **(resources.get("requests") or {})})
+    return quantity.add(listings)
 
 
 def pod_group_spec(gang: Gang) -> dict[str, Any]:
