@@ -115,7 +115,9 @@ def scheduling_policy_schema() -> Schema:
             "minResources": {
                 "type": "object",
                 "description": (
-                    "Resources the cluster must have free before the gang is tried." + gang
+                    "Resources the cluster (or Volcano's queue) must have free before the gang "
+                    "is tried. Unset, for a gang of all the job's pods: what they request "
+                    "together." + gang
                 ),
                 "additionalProperties": int_or_string(pattern=QUANTITY_PATTERN),
             },
