@@ -224,12 +224,15 @@ build_kueue() {
 # The scheduler of sigs.k8s.io/scheduler-plugins: kube-scheduler with the Coscheduling plugin
 # compiled in. The module pins every k8s.io module by replace directives: ours restates them.
 build_scheduler_plugins() {
-  local dir mod gomod scratch names=(scheduler)
+  local dir mod info gomod scratch names=(scheduler)
   dir=$(tool_dir scheduler-plugins)
   if all_present "$dir" "${names[@]}"; then log "scheduler-plugins $SCHEDULER_PLUGINS_VERSION: present in $dir"; return; fi
   log "scheduler-plugins $SCHEDULER_PLUGINS_VERSION: building ${names[*]} (cold: many minutes on 2 cores)"
   mod=$(wrapper_module "scheduler-plugins-$SCHEDULER_PLUGINS_VERSION")
-  gomod=$(cd "$mod" && go mod download -json "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+  info=$(cd "$mod" && go mod download -json "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION")
+  gomod=$(sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p' <<<"$info")
+  # Its go.sum too: the checksum database does not answer for every k8s.io version it pins.
+  install -m 0644 "$(sed -n 's/^\t"Dir": "\(.*\)",$/\1/p' <<<"$info")/go.sum" "$mod/go.sum"
   {
     echo "module tfjob.dev/hack/scheduler-plugins-build"
     echo
