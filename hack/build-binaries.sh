@@ -221,33 +221,43 @@ build_kueue() {
   log "kueue $KUEUE_VERSION: built into $dir"
 }
 
-# The scheduler of sigs.k8s.io/scheduler-plugins: kube-scheduler with the Coscheduling plugin
-# compiled in. The module pins every k8s.io module by replace directives: ours restates them.
-build_scheduler_plugins() {
-  local dir mod info gomod scratch names=(scheduler)
-  dir=$(tool_dir scheduler-plugins)
-  if all_present "$dir" "${names[@]}"; then log "scheduler-plugins $SCHEDULER_PLUGINS_VERSION: present in $dir"; return; fi
-  log "scheduler-plugins $SCHEDULER_PLUGINS_VERSION: building ${names[*]} (cold: many minutes on 2 cores)"
-  mod=$(wrapper_module "scheduler-plugins-$SCHEDULER_PLUGINS_VERSION")
-  info=$(cd "$mod" && go mod download -json "sigs.k8s.io/scheduler-plugins@$SCHEDULER_PLUGINS_VERSION")
+# Builds Go commands of a module whose go.mod pins other modules by replace directives
+# (which `go install` refuses) in a module of our own that restates them. The module's
+# go.sum comes too: the checksum database does not answer for every k8s.io version they pin.
+#   build_with_replaces TOOL MODULE VERSION BINARY=PACKAGE...
+build_with_replaces() {
+  local tool=$1 module=$2 version=$3; shift 3
+  local dir mod info gomod scratch pair i names=() pkgs=()
+  for pair in "$@"; do names+=("${pair%%=*}"); pkgs+=("${pair#*=}"); done
+  dir=$(tool_dir "$tool")
+  if all_present "$dir" "${names[@]}"; then log "$tool $version: present in $dir"; return; fi
+  log "$tool $version: building ${names[*]} (cold: many minutes on 2 cores)"
+  mod=$(wrapper_module "$tool-$version")
+  info=$(cd "$mod" && go mod download -json "$module@$version")
   gomod=$(sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p' <<<"$info")
-  # Its go.sum too: the checksum database does not answer for every k8s.io version it pins.
   install -m 0644 "$(sed -n 's/^\t"Dir": "\(.*\)",$/\1/p' <<<"$info")/go.sum" "$mod/go.sum"
   {
-    echo "module tfjob.dev/hack/scheduler-plugins-build"
+    echo "module tfjob.dev/hack/$tool-build"
     echo
     grep -E '^go ' "$gomod"
     echo
-    echo "require sigs.k8s.io/scheduler-plugins $SCHEDULER_PLUGINS_VERSION"
+    echo "require $module $version"
     echo
     sed -n '/^replace/,$p' "$gomod"
   } >"$mod/go.mod"
-  local pkgs=("${names[@]/#/sigs.k8s.io/scheduler-plugins/cmd/}")
-  run_logged scheduler-plugins-get env -C "$mod" go get "${pkgs[@]/%/@$SCHEDULER_PLUGINS_VERSION}"
-  scratch=$(mktemp -d "$cache/bin/.scheduler-plugins-build.XXXXXX")
-  run_logged scheduler-plugins-build env -C "$mod" go build -v -trimpath -ldflags "-s -w" -o "$scratch/" "${pkgs[@]}"
+  run_logged "$tool-get" env -C "$mod" go get "${pkgs[@]/%/@$version}"
+  scratch=$(mktemp -d "$cache/bin/.$tool-build.XXXXXX")
+  for i in "${!names[@]}"; do
+    run_logged "$tool-build" env -C "$mod" go build -v -trimpath -ldflags "-s -w" -o "$scratch/${names[$i]}" "${pkgs[$i]}"
+  done
   install_from "$scratch" "$dir" "${names[@]}"
-  log "scheduler-plugins $SCHEDULER_PLUGINS_VERSION: built into $dir"
+  log "$tool $version: built into $dir"
+}
+
+# scheduler-plugins' kube-scheduler, with its Coscheduling plugin compiled in.
+build_scheduler_plugins() {
+  build_with_replaces scheduler-plugins sigs.k8s.io/scheduler-plugins "$SCHEDULER_PLUGINS_VERSION" \
+    scheduler=sigs.k8s.io/scheduler-plugins/cmd/scheduler
 }
 
 if [ "${1:-}" = "--print-dir" ]; then
