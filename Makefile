@@ -42,8 +42,8 @@ $(VENV)/.synced: $(UV) uv.lock pyproject.toml operator/pyproject.toml trainer/py
 
 env: $(VENV)/.synced ## Install the pinned Python environment (.venv)
 
-binaries: ## Build the pinned Kubernetes, etcd, CoreDNS, helm, kwok, kind, Kueue, scheduler-plugins and node tools into the cache (skips what is built)
-	hack/build-binaries.sh kubernetes etcd coredns helm kwok kind kueue scheduler-plugins nodetools
+binaries: ## Build the pinned Kubernetes, etcd, CoreDNS, helm, kwok, kind, Kueue, scheduler-plugins, Volcano's scheduler and node tools into the cache (skips what is built)
+	hack/build-binaries.sh kubernetes etcd coredns helm kwok kind kueue scheduler-plugins volcano nodetools
 
 images: env binaries ## Build the images (operator, trainer, node, busybox) into the cache; IMAGES_ARGS=--gpu adds the GPU trainer
 	$(BIN)/tfjob-localcluster images $(IMAGES_ARGS)

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds the pinned Kubernetes components (control plane, kubelet, kube-proxy, kubeadm,
 # kubectl), etcd, CoreDNS, helm, kwok, kind, Kueue and the project's node tools (hack/nodetools:
-# pause, a fake GPU device plugin) and scheduler-plugins from the Go module proxy into a cache outside the work
+# pause, a fake GPU device plugin), scheduler-plugins and Volcano's scheduler from the Go module proxy into a cache outside the work
 # tree, one directory per tool and version. What is already built is skipped; each binary is written to a temporary
 # name and renamed when complete, so an interrupted build leaves nothing half-made.
 #
-#   hack/build-binaries.sh [kubernetes|etcd|coredns|helm|kwok|kind|kueue|scheduler-plugins|nodetools|all]
+#   hack/build-binaries.sh [kubernetes|etcd|coredns|helm|kwok|kind|kueue|scheduler-plugins|volcano|nodetools|all]
 #                                 (default: kubernetes etcd coredns helm nodetools)
 #   hack/build-binaries.sh --print-dir TOOL                  prints where TOOL's binaries live
 #
@@ -29,6 +29,7 @@ tool_dir() {
     kind) echo "$cache/bin/kind-$KIND_VERSION" ;;
     kueue) echo "$cache/bin/kueue-$KUEUE_VERSION" ;;
     scheduler-plugins) echo "$cache/bin/scheduler-plugins-$SCHEDULER_PLUGINS_VERSION" ;;
+    volcano) echo "$cache/bin/volcano-$VOLCANO_VERSION" ;;
     # Versioned by its sources: any change to them is a new directory.
     nodetools) echo "$cache/bin/nodetools-$(nodetools_version)" ;;
     *) echo "unknown tool: $1" >&2; return 2 ;;
@@ -260,6 +261,12 @@ build_scheduler_plugins() {
     scheduler=sigs.k8s.io/scheduler-plugins/cmd/scheduler
 }
 
+# Volcano's scheduler (its controllers and webhooks are not needed beside this operator).
+build_volcano() {
+  build_with_replaces volcano volcano.sh/volcano "$VOLCANO_VERSION" \
+    vc-scheduler=volcano.sh/volcano/cmd/scheduler
+}
+
 if [ "${1:-}" = "--print-dir" ]; then
   tool_dir "${2:?--print-dir needs a tool name}"
   exit 0
@@ -274,11 +281,11 @@ rm -rf "$cache"/bin/.*-build.* 2>/dev/null || true
 
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(kubernetes etcd coredns helm nodetools)
-[ "${tools[0]}" = all ] && tools=(kubernetes etcd coredns helm kwok kind kueue scheduler-plugins nodetools)
+[ "${tools[0]}" = all ] && tools=(kubernetes etcd coredns helm kwok kind kueue scheduler-plugins volcano nodetools)
 for tool in "${tools[@]}"; do
   case "$tool" in
-    kubernetes | etcd | coredns | helm | kwok | kind | kueue | scheduler-plugins | nodetools) "build_${tool//-/_}" ;;
-    *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, coredns, helm, kwok, kind, kueue, scheduler-plugins, nodetools, all)" >&2; exit 2 ;;
+    kubernetes | etcd | coredns | helm | kwok | kind | kueue | scheduler-plugins | volcano | nodetools) "build_${tool//-/_}" ;;
+    *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, coredns, helm, kwok, kind, kueue, scheduler-plugins, volcano, nodetools, all)" >&2; exit 2 ;;
   esac
 done
 for tool in "${tools[@]}"; do printf '%-10s %s\n' "$tool" "$(tool_dir "$tool")"; done

@@ -1,9 +1,9 @@
-"""Gang-scheduled TFJobs on the local cluster.
+"""Gang-scheduled TFJobs on the local cluster, with the real gang schedulers.
 
-scheduler-plugins' Coscheduling scheduler (SCHEDULER_PLUGINS_VERSION, built from its Go
-module) runs beside the default scheduler (tfjob_localcluster.coscheduling); Volcano's
-PodGroup CRD, from Volcano's module, is served for the tests of Volcano's PodGroups. The
-session's operator gang-schedules the jobs whose templates name either scheduler.
+scheduler-plugins' Coscheduling scheduler (SCHEDULER_PLUGINS_VERSION) and Volcano's
+vc-scheduler (VOLCANO_VERSION), each built from its Go module, run beside the default
+scheduler (tfjob_localcluster.coscheduling, tfjob_localcluster.volcano) with their own
+CRDs. The session's operator gang-schedules the jobs whose templates name either.
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from support.tfjobs import SHELL_IMAGE, TFJobs, condition, shell_replica, tfjob
 
-from tfjob_localcluster import gomodule
-from tfjob_localcluster.binaries import read_versions
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.coscheduling import SCHEDULER_NAME, Coscheduling
 from tfjob_localcluster.pytest_plugin import Kubectl
+from tfjob_localcluster.volcano import Volcano
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +28,6 @@ pytestmark = pytest.mark.integration
 UNTIL_TOLD = "until [ -e /done ]; do sleep 0.2; done"
 PLUGINS_GROUP = ("scheduling.x-k8s.io", "v1alpha1")
 VOLCANO_GROUP = ("scheduling.volcano.sh", "v1beta1")
-VOLCANO_CRD = "config/crd/volcano/bases/scheduling.volcano.sh_podgroups.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -50,16 +48,37 @@ def coscheduling(
         running.stop()
 
 
-@pytest.fixture
-def volcano_crd(kubectl: Kubectl) -> Iterator[None]:
-    """Volcano's PodGroup CRD as Volcano's module ships it; removed after the test."""
-    module = gomodule.module_dir("volcano.sh/volcano", read_versions()["VOLCANO_VERSION"])
-    kubectl("apply", "--server-side", "-f", str(module / VOLCANO_CRD))
-    kubectl("wait", "--for=condition=Established", "crd/podgroups.scheduling.volcano.sh")
+@pytest.fixture(scope="module")
+def volcano(
+    local_cluster: LocalCluster, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Volcano]:
+    """Volcano's scheduler and CRDs; the CRDs go (with every PodGroup and Queue) after."""
+    running = Volcano(
+        local_cluster.kubeconfig, local_cluster.kubectl, tmp_path_factory.mktemp("volcano")
+    )
+    running.start()
     try:
-        yield
+        yield running
     finally:
-        kubectl("delete", "crd", "podgroups.scheduling.volcano.sh", "--ignore-not-found")
+        running.stop()
+        for plural in ("podgroups", "queues"):
+            kubectl("delete", "crd", f"{plural}.scheduling.volcano.sh", "--ignore-not-found")
+
+
+@pytest.fixture
+def research_queue(volcano: Volcano, k8s_client: Any) -> Iterator[str]:
+    custom = client.CustomObjectsApi(k8s_client)
+    queue = {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "research"},
+        "spec": {"weight": 1, "reclaimable": True},
+    }
+    custom.create_cluster_custom_object(*VOLCANO_GROUP, "queues", queue)
+    try:
+        yield "research"
+    finally:
+        custom.delete_cluster_custom_object(*VOLCANO_GROUP, "queues", "research")
 
 
 def gang_replica(
@@ -118,10 +137,44 @@ def blocker_pod(name: str, millicpu: int) -> dict[str, Any]:
     }
 
 
-@pytest.mark.usefixtures("coscheduling")
-def test_a_gang_that_does_not_fit_starts_no_pod_until_all_of_it_fits(
-    tfjobs: TFJobs, k8s_client: Any, local_cluster: LocalCluster, kubectl: Kubectl
+def test_without_volcanos_crd_no_pod_starts_and_an_event_says_why(
+    tfjobs: TFJobs, kubectl: Kubectl
 ) -> None:
+    """First in the module: Volcano's CRDs are installed by the tests after it."""
+    kubectl("delete", "crd", "podgroups.scheduling.volcano.sh", "--ignore-not-found")
+    tfjobs.create(tfjob("early", {"Worker": gang_replica("sleep 3600", 2, "volcano")}))
+    tfjobs.poll(
+        "early",
+        lambda: tfjobs.describe("early"),
+        lambda text: "FailedCreatePodGroup" in text,
+        "a FailedCreatePodGroup event",
+        60,
+    )
+    assert "scheduling.volcano.sh/v1beta1 is not served: is its gang scheduler installed?" in (
+        tfjobs.describe("early")
+    )
+    assert tfjobs.pods("early") == []
+
+
+GANG_SCHEDULERS = [
+    pytest.param("coscheduling", SCHEDULER_NAME, PLUGINS_GROUP, "scheduler-plugins", id="plugins"),
+    pytest.param("volcano", "volcano", VOLCANO_GROUP, "Volcano", id="volcano"),
+]
+
+
+@pytest.mark.parametrize(("fixture", "scheduler", "group_version", "title"), GANG_SCHEDULERS)
+def test_a_gang_that_does_not_fit_starts_no_pod_until_all_of_it_fits(
+    request: pytest.FixtureRequest,
+    tfjobs: TFJobs,
+    k8s_client: Any,
+    local_cluster: LocalCluster,
+    kubectl: Kubectl,
+    fixture: str,
+    scheduler: str,
+    group_version: tuple[str, str],
+    title: str,
+) -> None:
+    request.getfixturevalue(fixture)
     core = client.CoreV1Api(k8s_client)
     free = free_millicpu(core, local_cluster.node_name)
     # The blocker leaves room for one worker, not for two: the default scheduler would start
@@ -137,7 +190,7 @@ def test_a_gang_that_does_not_fit_starts_no_pod_until_all_of_it_fits(
     )
 
     created = tfjobs.create(
-        tfjob("gang", {"Worker": gang_replica(UNTIL_TOLD, 2, cpu=f"{worker_cpu}m")})
+        tfjob("gang", {"Worker": gang_replica(UNTIL_TOLD, 2, scheduler, f"{worker_cpu}m")})
     )
     stalled = tfjobs.wait_for(
         "gang",
@@ -147,17 +200,16 @@ def test_a_gang_that_does_not_fit_starts_no_pod_until_all_of_it_fits(
     )
     message = condition(stalled, "Running")["message"]  # type: ignore[index]
     assert message.startswith(
-        "The gang cannot be placed (PodGroup gang (scheduler-plugins, 2 pods together)): worker-"
+        f"The gang cannot be placed (PodGroup gang ({title}, 2 pods together)): "
     )
-    group = pod_group(k8s_client, PLUGINS_GROUP, tfjobs.namespace, "gang")
+    group = pod_group(k8s_client, group_version, tfjobs.namespace, "gang")
     assert group["spec"]["minMember"] == 2
     assert set(group["spec"]["minResources"]) == {"cpu"}  # what the two workers request
     assert group["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
     pods = tfjobs.pods("gang")
     assert len(pods) == 2
     for pod in pods:
-        assert pod.spec.scheduler_name == SCHEDULER_NAME
-        assert pod.metadata.labels["scheduling.x-k8s.io/pod-group"] == "gang"
+        assert pod.spec.scheduler_name == scheduler
     # Long enough for Coscheduling's permit wait (10 s) to pass once: no pod is ever bound.
     watched_until = time.monotonic() + 12
     while time.monotonic() < watched_until:
@@ -173,7 +225,7 @@ def test_a_gang_that_does_not_fit_starts_no_pod_until_all_of_it_fits(
     tfjobs.wait_state("gang", "Succeeded", 60)
     tfjobs.poll(
         "gang",
-        lambda: pod_group(k8s_client, PLUGINS_GROUP, tfjobs.namespace, "gang"),
+        lambda: pod_group(k8s_client, group_version, tfjobs.namespace, "gang"),
         lambda found: found is None,
         "the PodGroup deleted once the job succeeded",
         60,
@@ -248,27 +300,8 @@ def test_a_gang_the_operator_cannot_honour_fails_at_once_and_says_why(
     assert tfjobs.pods("wrong") == []
 
 
-def test_without_volcanos_crd_no_pod_starts_and_an_event_says_why(
-    tfjobs: TFJobs, kubectl: Kubectl
-) -> None:
-    kubectl("delete", "crd", "podgroups.scheduling.volcano.sh", "--ignore-not-found")
-    tfjobs.create(tfjob("early", {"Worker": gang_replica("sleep 3600", 2, "volcano")}))
-    tfjobs.poll(
-        "early",
-        lambda: tfjobs.describe("early"),
-        lambda text: "FailedCreatePodGroup" in text,
-        "a FailedCreatePodGroup event",
-        60,
-    )
-    assert "scheduling.volcano.sh/v1beta1 is not served: is its gang scheduler installed?" in (
-        tfjobs.describe("early")
-    )
-    assert tfjobs.pods("early") == []
-
-
-@pytest.mark.usefixtures("volcano_crd")
-def test_a_volcano_gang_gets_volcanos_pod_group_with_its_queue_and_task_counts(
-    tfjobs: TFJobs, k8s_client: Any
+def test_a_volcano_gang_runs_in_its_queue_with_volcanos_pod_group_and_task_counts(
+    tfjobs: TFJobs, k8s_client: Any, research_queue: str
 ) -> None:
     created = tfjobs.create(
         tfjob(
@@ -277,7 +310,9 @@ def test_a_volcano_gang_gets_volcanos_pod_group_with_its_queue_and_task_counts(
                 "PS": gang_replica("sleep 3600", 1, "volcano"),
                 "Worker": gang_replica("sleep 3600", 2, "volcano"),
             },
-            runPolicy={"schedulingPolicy": {"queue": "research", "minResources": {"cpu": "1"}}},
+            runPolicy={
+                "schedulingPolicy": {"queue": research_queue, "minResources": {"cpu": "100m"}}
+            },
         )
     )
     group = tfjobs.poll(
@@ -290,7 +325,7 @@ def test_a_volcano_gang_gets_volcanos_pod_group_with_its_queue_and_task_counts(
     assert group["spec"]["minMember"] == 3
     assert group["spec"]["minTaskMember"] == {"ps": 1, "worker": 2}
     assert group["spec"]["queue"] == "research"
-    assert group["spec"]["minResources"] == {"cpu": "1"}
+    assert group["spec"]["minResources"] == {"cpu": "100m"}
     assert group["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
     pods = tfjobs.poll(
         "volcanic",
@@ -304,6 +339,4 @@ def test_a_volcano_gang_gets_volcanos_pod_group_with_its_queue_and_task_counts(
     for pod in pods:
         assert pod.spec.scheduler_name == "volcano"
         assert pod.metadata.annotations["scheduling.k8s.io/group-name"] == "volcanic"
-    # No Volcano scheduler runs here: the pods wait for it, and the default scheduler,
-    # which they do not name, leaves them alone.
-    assert all(not p.spec.node_name for p in pods)
+    tfjobs.wait_state("volcanic", "Running", 90)

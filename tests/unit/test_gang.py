@@ -350,3 +350,34 @@ def test_quantities_parse_exactly(text: str, value: str) -> None:
 def test_a_quantity_that_is_not_one_is_refused() -> None:
     with pytest.raises(ValueError, match="not a quantity"):
         quantity.parse("1 core")
+
+
+def volcano_group(phase: str) -> PodGroupObservation:
+    condition = {
+        "type": "Unschedulable",
+        "status": "True",
+        "message": "2/2 tasks in gang unschedulable",
+    }
+    return observe_pod_group(
+        {
+            "apiVersion": VOLCANO.api_version,
+            "metadata": {
+                "name": "mnist",
+                "uid": "pg",
+                "ownerReferences": [{"controller": True, "uid": JOB.uid}],
+            },
+            "spec": {"minMember": 2, "minTaskMember": {"worker": 2}},
+            "status": {"phase": phase, "conditions": [condition]},
+        }
+    )
+
+
+def test_volcanos_word_on_its_pod_group_is_reported_until_the_group_runs() -> None:
+    spec = gang_spec("volcano")
+    waiting = [pod(spec, "worker-0", "Pending"), pod(spec, "worker-1", "Pending")]
+    pending = decide(job_view(spec), waiting, [], NOW, pod_groups=[volcano_group("Pending")])
+    assert pending.status is not None
+    running = next(c for c in pending.status["conditions"] if c["type"] == "Running")
+    assert running["reason"] == "GangUnschedulable"
+    assert running["message"].endswith("together)): 2/2 tasks in gang unschedulable")
+    assert volcano_group("Running").unschedulable is None

@@ -603,33 +603,33 @@ class _Decision:
         if all_running and not stale:
             self._set(ConditionType.RUNNING, True, "TFJobRunning", f"TFJob {self._id} is running.")
             return
+        if cond.is_true(self.conditions, ConditionType.RESTARTING):
+            return
         waiting = [
             (key, current[key])
             for key in sorted(current)
             if current[key].pending_reason is not None
         ]
-        if waiting and not cond.is_true(self.conditions, ConditionType.RESTARTING):
+        said = next((g.unschedulable for g in self.pod_groups if g.owner_uid == self.ref.uid), None)
+        if self.gang is not None and said is not None:
+            reason, message = "GangUnschedulable", said
+        elif waiting:
             key, pod = waiting[0]
             reason = pod.pending_reason or "Pending"
             message = f"{key} is pending: {reason}"
             if pod.pending_message:
                 message += f": {pod.pending_message}"
-            if self.gang is not None and reason == "Unschedulable":
-                reason = "GangUnschedulable"
-                said = next(
-                    (g.unschedulable for g in self.pod_groups if g.owner_uid == self.ref.uid),
-                    None,
-                )
-                message = (
-                    f"The gang cannot be placed ({self.gang.describe(self.ref.name)}): "
-                    f"{said or message}"
-                )
-            # An event on the transition only: the message follows whichever pod the
-            # scheduler reported on last, and must not repeat the event each time.
-            before = cond.find(self.conditions, ConditionType.RUNNING)
-            if before is None or (before.get("status"), before.get("reason")) != ("False", reason):
-                self._event(WARNING, reason, message)
-            self._set(ConditionType.RUNNING, False, reason, message)
+        else:
+            return
+        if self.gang is not None and reason in ("Unschedulable", "GangUnschedulable"):
+            reason = "GangUnschedulable"
+            message = f"The gang cannot be placed ({self.gang.describe(self.ref.name)}): {message}"
+        # An event on the transition only: the message follows whichever pod the scheduler
+        # reported on last, and must not repeat the event each time.
+        before = cond.find(self.conditions, ConditionType.RUNNING)
+        if before is None or (before.get("status"), before.get("reason")) != ("False", reason):
+            self._event(WARNING, reason, message)
+        self._set(ConditionType.RUNNING, False, reason, message)
 
     def _plan_with_status(self, spec: JobSpec | None) -> Plan:
         """Builds the status; it goes into the plan only if something in it changed."""

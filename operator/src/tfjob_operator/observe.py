@@ -119,7 +119,7 @@ class PodGroupObservation:
     api_version: str
     spec: Mapping[str, Any]
     #: Why the scheduler cannot place the gang, where the PodGroup says (Volcano's
-    #: Unschedulable condition); scheduler-plugins says it on the pods.
+    #: Unschedulable condition, until the group runs); scheduler-plugins says it on the pods.
     unschedulable: str | None
 
 
@@ -134,6 +134,8 @@ def observe_pod_group(body: Mapping[str, Any]) -> PodGroupObservation:
         ),
         None,
     )
+    if (body.get("status") or {}).get("phase") in ("Running", "Completed"):
+        unschedulable = None
     return PodGroupObservation(
         name=str(metadata["name"]),
         uid=str(metadata["uid"]),

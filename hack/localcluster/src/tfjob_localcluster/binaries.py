@@ -35,6 +35,7 @@ _TOOLS: dict[str, tuple[str, tuple[str, ...]]] = {
     "coredns": ("COREDNS_VERSION", ("coredns",)),
     "kueue": ("KUEUE_VERSION", ("kueue",)),
     "scheduler-plugins": ("SCHEDULER_PLUGINS_VERSION", ("scheduler",)),
+    "volcano": ("VOLCANO_VERSION", ("vc-scheduler",)),
     "nodetools": ("", ("pause", "gpu-device-plugin")),
     "helm": ("HELM_VERSION", ("helm",)),
     "kwok": ("KWOK_VERSION", ("kwok",)),
@@ -187,6 +188,11 @@ class Binaries:
     @property
     def kueue(self) -> Path:
         return self.path("kueue")
+
+    @property
+    def vc_scheduler(self) -> Path:
+        """Volcano's scheduler."""
+        return self.path("vc-scheduler")
 
     @property
     def scheduler_plugins(self) -> Path:

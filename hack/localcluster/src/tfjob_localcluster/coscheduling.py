@@ -10,7 +10,6 @@ the control plane, with the admin kubeconfig: its default role does not cover Po
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import yaml
 from tfjob_localcluster import gomodule
 from tfjob_localcluster.binaries import locate, read_versions
 from tfjob_localcluster.controlplane import free_port
+from tfjob_localcluster.kubectl import run_kubectl
 from tfjob_localcluster.pki import CertificateAuthority
 from tfjob_localcluster.procs import ManagedProcess
 from tfjob_localcluster.rest import Rest, tls_context
@@ -128,12 +128,6 @@ class Coscheduling:
         return self.process.tail(lines) if self.process else "(not started)"
 
     def _kubectl(self, *args: str) -> None:
-        done = subprocess.run(
-            [str(self.kubectl), f"--kubeconfig={self.kubeconfig}", *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = run_kubectl(self.kubectl, self.kubeconfig, *args)
         if done.returncode != 0:
             raise CoschedulingError(f"kubectl {' '.join(args)}: {done.stderr}")

@@ -33,6 +33,7 @@ import yaml
 from tfjob_localcluster import gomodule, private_run
 from tfjob_localcluster.binaries import locate, read_versions
 from tfjob_localcluster.controlplane import free_port
+from tfjob_localcluster.kubectl import run_kubectl
 from tfjob_localcluster.pki import CertificateAuthority
 from tfjob_localcluster.procs import ManagedProcess
 
@@ -238,11 +239,4 @@ class Kueue:
             raise KueueError(f"kubectl {' '.join(args)}: {done.stderr}")
 
     def _run(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(self.kubectl), f"--kubeconfig={self.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        return run_kubectl(self.kubectl, self.kubeconfig, *args, input=input)
