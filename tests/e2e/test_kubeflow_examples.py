@@ -90,13 +90,20 @@ def test_the_examples_are_kubeflows_unchanged_in_what_they_ask() -> None:
 
 @pytest.mark.parametrize("path", EXAMPLES)
 def test_a_kubeflow_example_runs_to_completion(
-    kubeflow_release: str, k8s_client: Any, namespace: str, path: str
+    kubeflow_release: str, k8s_client: Any, kubectl: Kubectl, namespace: str, path: str
 ) -> None:
     example = offline(kubeflow_example(path))
     name = example["metadata"]["name"]
     jobs = TFJobs(k8s_client, namespace, group="kubeflow.org")
     jobs.create(example)
-    done = jobs.wait_state(name, "Succeeded", 180)
+    try:
+        done = jobs.wait_state(name, "Succeeded", 180)
+    except AssertionError as stalled:
+        log = kubectl(
+            "logs", "-n", kubeflow_release, "-l", "app.kubernetes.io/name=tfjob-operator",
+            "--tail=80", check=False,
+        )  # fmt: skip
+        raise AssertionError(f"{stalled}\nthe installed operator's log:\n{log.stdout}") from None
     assert condition(done, "Succeeded")["reason"] == "TFJobSucceeded"  # type: ignore[index]
 
     asked = example["spec"]["tfReplicaSpecs"]

@@ -90,7 +90,7 @@ def test_mwms_two_workers_train_digits(tfjobs: TFJobs) -> None:
     assert chief["strategy"] == "multi-worker-mirrored"
     assert chief["replicas"] == 2
     assert chief["accuracy"] >= chief["accuracy_threshold"]
-    assert "TFJobSucceeded" in tfjobs.event_reasons("mnist-mwms")
+    tfjobs.wait_events("mnist-mwms", ["TFJobSucceeded"])
 
 
 def test_pss_with_evaluator_succeeds_when_the_chief_finishes(tfjobs: TFJobs) -> None:

@@ -131,7 +131,7 @@ def test_exit_code_permanent_failure_fails_the_job(tfjobs: TFJobs) -> None:
     # cleanPodPolicy Running: the chief that was still running is deleted.
     pods = tfjobs.wait_pods("perm", lambda p: len(p) == 1, "the chief deleted")
     assert pods[0].metadata.name == "perm-worker-0"
-    assert "ReplicaFailed" in tfjobs.event_reasons("perm")
+    tfjobs.wait_events("perm", ["ReplicaFailed"])
 
 
 def test_on_failure_restarts_in_place_until_backoff_limit(tfjobs: TFJobs) -> None:
@@ -282,7 +282,7 @@ def test_suspend_deletes_children_and_resume_recreates_them(tfjobs: TFJobs) -> N
     assert condition(job, "Suspended")["status"] == "False"
     assert job["status"]["startTime"] > first_start
     assert len(tfjobs.pods("pause")) == 2
-    assert "TFJobResumed" in tfjobs.event_reasons("pause")
+    tfjobs.wait_events("pause", ["TFJobResumed"])
 
 
 def test_succeeded_pod_deleted_later_is_not_recreated(tfjobs: TFJobs) -> None:
@@ -331,7 +331,8 @@ def test_replica_count_change_rerenders_tf_config(tfjobs: TFJobs) -> None:
         assert "scale-worker-2." in env["TF_CONFIG"]
     job = tfjobs.wait_state("scale", "Running", 30)
     assert job["status"]["restartCount"] == 0
-    assert tfjobs.event_reasons("scale").count("ReplicasChanged") == 1
+    events = tfjobs.wait_events("scale", ["ReplicasChanged"])
+    assert [e.reason for e in events].count("ReplicasChanged") == 1
 
 
 def test_operator_killed_mid_job_recovers_without_duplicates(tfjobs: TFJobs, operator) -> None:

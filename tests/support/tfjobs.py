@@ -132,9 +132,6 @@ class TFJobs:
             timeout,
         )
 
-    def event_reasons(self, name: str) -> list[str]:
-        return [e.reason for e in self.events(name)]
-
     def wait_for(
         self,
         name: str,
