@@ -310,8 +310,8 @@ def reconcile_raising(harness: Harness) -> None:
     asyncio.run(once())
 
 
-def test_a_gang_of_the_whole_job_states_what_its_pods_request_together() -> None:
-    spec = gang_spec(workers=3)
+def test_a_volcano_gang_of_the_whole_job_states_what_its_pods_request_together() -> None:
+    spec = gang_spec("volcano", workers=3)
     resources = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": 1}}
     spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"] = resources
     spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"].append(
@@ -326,6 +326,11 @@ def test_a_gang_of_the_whole_job_states_what_its_pods_request_together() -> None
     )
     assert given is not None
     assert given.min_resources == {"cpu": "1"}
+    spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["schedulerName"] = PLUGINS
+    plugins = job_gang(parse_spec("mnist", spec), GangSchedulers())
+    assert plugins is not None
+    assert plugins.min_resources is None  # see job_requests
+    spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["schedulerName"] = "volcano"
     partial = {**spec, "runPolicy": {"schedulingPolicy": {"minAvailable": 2}}}
     part = job_gang(parse_spec("mnist", partial), GangSchedulers())
     assert part is not None

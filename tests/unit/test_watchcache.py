@@ -161,6 +161,20 @@ def test_store_moves_a_record_whose_job_label_changed() -> None:
     assert store.replace("ml", []) == {("ml", "b")}
 
 
+def test_a_list_replaces_only_the_records_of_its_own_watch() -> None:
+    """TFJobs of both API groups share one store: one group's list (at start, after 410
+    Gone, or an absent CRD's empty one) must not drop the other's jobs."""
+    store: Store[str] = Store()
+    store.put("kf", ("ml", "a"), "kubeflow.org job", "tfjobs.kubeflow.org")
+    assert store.replace(None, [("td", ("ml", "b"), "tfjob.dev job")], "tfjobs.tfjob.dev") == {
+        ("ml", "b")
+    }
+    assert store.replace(None, [], "tfjobs.tfjob.dev") == {("ml", "b")}
+    assert store.get(("ml", "a")) == ["kubeflow.org job"]
+    assert store.replace(None, [], "tfjobs.kubeflow.org") == {("ml", "a")}
+    assert store.keys() == []
+
+
 def test_an_optional_resource_the_server_does_not_serve_is_synced_empty_and_looked_for_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

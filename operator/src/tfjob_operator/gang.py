@@ -171,7 +171,7 @@ def job_gang(spec: JobSpec, schedulers: GangSchedulers) -> Gang | None:
     total = spec.total_replicas
     min_member = policy.min_available or total
     min_resources = policy.min_resources
-    if min_resources is None and min_member == total:
+    if min_resources is None and api is VOLCANO and min_member == total:
         min_resources = job_requests(spec) or None
     return Gang(
         scheduler_name=scheduler,
@@ -190,9 +190,15 @@ def job_gang(spec: JobSpec, schedulers: GangSchedulers) -> Gang | None:
 
 
 def job_requests(spec: JobSpec) -> dict[str, str]:
-    """What all the job's pods request together: a gang of the whole job states it as its
-    minResources (as Kubeflow's operator does), which the scheduler checks against the
-    cluster's free resources, and Volcano against its queue's, before placing any pod."""
+    """What all the job's pods request together: a Volcano gang of the whole job states it
+    as its minResources (as Kubeflow's operator does), which Volcano checks against its
+    queue's capacity before it places any pod.
+
+    Not for scheduler-plugins: its Coscheduling plugin (v0.33) checks minResources before
+    it tries a node, and a gang refused there is tried again only when a pod is added or
+    at the scheduler's periodic flush of unschedulable pods (5 minutes by default), not
+    when capacity frees; without it, the gang is tried again as soon as a pod goes.
+    """
     return quantity.add(
         pod_requests(replica.template)
         for replica in spec.replica_specs.values()

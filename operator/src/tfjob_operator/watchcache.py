@@ -58,11 +58,17 @@ class Resource:
 
 
 class Store(Generic[T]):
-    """The records of one resource, by job, as the last list and watch events left them."""
+    """The records of one kind, by job, as the last lists and watch events left them.
+
+    Several watches may fill one store (TFJobs of both API groups, PodGroups of both gang
+    schedulers): each record remembers its watch (`source`), so that a list replaces only
+    its own watch's records, never another's.
+    """
 
     def __init__(self) -> None:
         self._by_job: dict[JobKey, dict[str, T]] = {}
         self._job_of: dict[str, JobKey] = {}
+        self._source_of: dict[str, str] = {}
 
     def get(self, key: JobKey) -> list[T]:
         return list(self._by_job.get(key, {}).values())
@@ -70,8 +76,10 @@ class Store(Generic[T]):
     def keys(self) -> list[JobKey]:
         return list(self._by_job)
 
-    def put(self, uid: str, key: JobKey, record: T) -> set[JobKey]:
+    def put(self, uid: str, key: JobKey, record: T, source: str = "") -> set[JobKey]:
         """Stores a record; returns the jobs whose records changed."""
+        if source:
+            self._source_of[uid] = source
         changed: set[JobKey] = set()
         previous_key = self._job_of.get(uid)
         if previous_key is not None and previous_key != key:
@@ -84,6 +92,7 @@ class Store(Generic[T]):
         return changed
 
     def remove(self, uid: str) -> set[JobKey]:
+        self._source_of.pop(uid, None)
         key = self._job_of.pop(uid, None)
         if key is None:
             return set()
@@ -94,16 +103,21 @@ class Store(Generic[T]):
         return {key}
 
     def replace(
-        self, namespace: str | None, entries: Iterable[tuple[str, JobKey, T]]
+        self, namespace: str | None, entries: Iterable[tuple[str, JobKey, T]], source: str = ""
     ) -> set[JobKey]:
-        """Makes the records of `namespace` (None: all) exactly `entries`, as after a list."""
+        """Makes the records of `source` in `namespace` (None: all) exactly `entries`, as
+        after a list."""
         listed = {uid: (key, record) for uid, key, record in entries}
         changed: set[JobKey] = set()
         for uid, key in list(self._job_of.items()):
-            if (namespace is None or key[0] == namespace) and uid not in listed:
+            if (
+                (namespace is None or key[0] == namespace)
+                and uid not in listed
+                and self._source_of.get(uid, "") == source
+            ):
                 changed |= self.remove(uid)
         for uid, (key, record) in listed.items():
-            changed |= self.put(uid, key, record)
+            changed |= self.put(uid, key, record, source)
         return changed
 
 
@@ -182,7 +196,7 @@ class Watch(Generic[T]):
             if not token:
                 version = str(metadata["resourceVersion"])
                 break
-        for key in sorted(self.store.replace(self.namespace, entries)):
+        for key in sorted(self.store.replace(self.namespace, entries, self.resource.name)):
             self.changed(key)
         return version
 
@@ -227,7 +241,7 @@ class Watch(Generic[T]):
             changed = self.store.remove(str(body["metadata"]["uid"]))
         else:
             entry = self.read(body)
-            changed = self.store.put(*entry) if entry is not None else set()
+            changed = self.store.put(*entry, self.resource.name) if entry is not None else set()
         for key in sorted(changed):
             self.changed(key)
         return False, version

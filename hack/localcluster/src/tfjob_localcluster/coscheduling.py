@@ -74,7 +74,7 @@ class Coscheduling:
         self.state_dir = state_dir
         self.permit_wait = permit_wait
         self.version = read_versions()["SCHEDULER_PLUGINS_VERSION"]
-        self.binary = locate("scheduler-plugins").scheduler_plugins
+        self.binary = locate("scheduler").scheduler_plugins
         self.port = free_port("127.0.0.1")
         self.process: ManagedProcess | None = None
 

@@ -1,19 +1,20 @@
 """Volcano's scheduler beside a local cluster's default scheduler.
 
 vc-scheduler, built from volcano.sh/volcano (VOLCANO_VERSION), places the pods that name it
-(`schedulerName: volcano`) a PodGroup at a time, within the capacity of their Queue. Its
-CRDs (PodGroups, Queues) are the module's own (config/crd/volcano/bases); it creates its
-`default` Queue itself, and runs with its built-in configuration (actions enqueue, allocate,
-backfill; the gang, proportion and predicates plugins among others). Volcano's admission
-webhooks and controllers are not run: the operator creates the PodGroups Volcano's job
-controller would. It runs as a host process with the admin kubeconfig.
+(`schedulerName: volcano`) a PodGroup at a time, within the capacity of their Queue. The
+CRDs it watches (PodGroups, Queues, Numatopologies) are the module's own
+(config/crd/volcano/bases); it creates its `default` Queue itself, and runs with its
+built-in configuration (actions enqueue, allocate, backfill; the gang, proportion and
+predicates plugins among others). Volcano's admission webhooks and controllers are not run:
+the operator creates the PodGroups Volcano's job controller would, but nothing sets a
+PodGroup's queue when it names none (Volcano's webhook would set `default`), so the tests
+name it. It runs as a host process with the admin kubeconfig; it is ready once its log says
+it has started to schedule (its health endpoint answers before its caches are synced).
 """
 
 from __future__ import annotations
 
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from tfjob_localcluster import gomodule
@@ -24,7 +25,13 @@ from tfjob_localcluster.procs import ManagedProcess
 
 MODULE = "volcano.sh/volcano"
 CRDS = Path("config/crd/volcano/bases")
-SCHEDULING_CRDS = ("scheduling.volcano.sh_podgroups.yaml", "scheduling.volcano.sh_queues.yaml")
+#: The CRDs vc-scheduler watches, by plural and group.
+WATCHED = (
+    ("podgroups", "scheduling.volcano.sh"),
+    ("queues", "scheduling.volcano.sh"),
+    ("numatopologies", "nodeinfo.volcano.sh"),
+)
+STARTED = "Scheduler completes Initialization and start to run"
 SCHEDULER_NAME = "volcano"
 
 
@@ -40,19 +47,18 @@ class Volcano:
         self.kubectl = kubectl
         self.state_dir = state_dir
         self.version = read_versions()["VOLCANO_VERSION"]
-        self.binary = locate("volcano").vc_scheduler
+        self.binary = locate("vc-scheduler").vc_scheduler
         self.health_port = free_port("127.0.0.1")
         self.metrics_port = free_port("127.0.0.1")
         self.process: ManagedProcess | None = None
 
     def install_crds(self) -> None:
         module = gomodule.module_dir(MODULE, self.version)
-        for name in SCHEDULING_CRDS:
-            self._kubectl("apply", "--server-side", "-f", str(module / CRDS / name))
-        for name in ("podgroups", "queues"):
-            self._kubectl(
-                "wait", "--for=condition=Established", f"crd/{name}.scheduling.volcano.sh"
-            )
+        for plural, group in WATCHED:
+            crd = module / CRDS / f"{group}_{plural}.yaml"
+            self._kubectl("apply", "--server-side", "-f", str(crd))
+        for plural, group in WATCHED:
+            self._kubectl("wait", "--for=condition=Established", f"crd/{plural}.{group}")
 
     def start(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
@@ -65,7 +71,6 @@ class Volcano:
                 f"--scheduler-name={SCHEDULER_NAME}",
                 "--leader-elect=false",
                 "--schedule-period=500ms",
-                "--enable-healthz",
                 f"--healthz-address=127.0.0.1:{self.health_port}",
                 f"--listen-address=127.0.0.1:{self.metrics_port}",
                 "--cache-dumper=false",
@@ -75,18 +80,12 @@ class Volcano:
             self.state_dir / "vc-scheduler.log",
         )
         self.process.start()
-        url = f"http://127.0.0.1:{self.health_port}/healthz"
-        while True:
+        log = self.state_dir / "vc-scheduler.log"
+        while STARTED not in log.read_text(errors="replace"):
             if not self.process.running():
                 raise VolcanoError(f"vc-scheduler exited at start:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
             if time.monotonic() > deadline:
-                raise VolcanoError(f"vc-scheduler not healthy at {url}:\n{self.log_tail()}")
+                raise VolcanoError(f"vc-scheduler has not started to schedule:\n{self.log_tail()}")
             time.sleep(0.5)
 
     def stop(self) -> None:

@@ -116,8 +116,8 @@ def scheduling_policy_schema() -> Schema:
                 "type": "object",
                 "description": (
                     "Resources the cluster (or Volcano's queue) must have free before the gang "
-                    "is tried. Unset, for a gang of all the job's pods: what they request "
-                    "together." + gang
+                    "is tried. Unset, for a Volcano gang of all the job's pods: what they "
+                    "request together." + gang
                 ),
                 "additionalProperties": int_or_string(pattern=QUANTITY_PATTERN),
             },
