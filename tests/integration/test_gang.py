@@ -189,8 +189,14 @@ def test_a_gang_that_does_not_fit_starts_no_pod_until_all_of_it_fits(
         60,
     )
 
+    # Volcano's webhook, not run here, would put a PodGroup that names no queue in "default".
+    policy = {"schedulingPolicy": {"queue": "default"}} if title == "Volcano" else {}
     created = tfjobs.create(
-        tfjob("gang", {"Worker": gang_replica(UNTIL_TOLD, 2, scheduler, f"{worker_cpu}m")})
+        tfjob(
+            "gang",
+            {"Worker": gang_replica(UNTIL_TOLD, 2, scheduler, f"{worker_cpu}m")},
+            runPolicy=policy,
+        )
     )
     stalled = tfjobs.wait_for(
         "gang",
