@@ -13,6 +13,7 @@ from tfjob_operator import quantity
 from tfjob_operator.decide import decide
 from tfjob_operator.gang import (
     SCHEDULER_PLUGINS,
+    USUAL_GANG_SCHEDULERS,
     VOLCANO,
     GangSchedulers,
     job_gang,
@@ -48,13 +49,13 @@ def gang_spec(
 
 def errors(spec: dict[str, Any], schedulers: GangSchedulers | None = None) -> str:
     with pytest.raises(InvalidSpec) as raised:
-        job_gang(parse_spec("mnist", spec), schedulers or GangSchedulers())
+        job_gang(parse_spec("mnist", spec), schedulers or USUAL_GANG_SCHEDULERS)
     return "; ".join(raised.value.errors)
 
 
 def test_a_job_naming_no_gang_scheduler_is_not_gang_scheduled() -> None:
-    assert job_gang(parse_spec("mnist", gang_spec(None)), GangSchedulers()) is None
-    assert job_gang(parse_spec("mnist", gang_spec("my-scheduler")), GangSchedulers()) is None
+    assert job_gang(parse_spec("mnist", gang_spec(None)), USUAL_GANG_SCHEDULERS) is None
+    assert job_gang(parse_spec("mnist", gang_spec("my-scheduler")), USUAL_GANG_SCHEDULERS) is None
 
 
 def test_gang_options_without_a_gang_scheduler_are_an_error_that_says_what_to_do() -> None:
@@ -87,7 +88,7 @@ def test_options_the_chosen_scheduler_lacks_are_errors() -> None:
 
 def test_scheduler_plugins_pod_group_and_pods() -> None:
     spec = parse_spec("mnist", gang_spec(minResources={"cpu": "3"}, scheduleTimeoutSeconds=30))
-    gang = job_gang(spec, GangSchedulers())
+    gang = job_gang(spec, USUAL_GANG_SCHEDULERS)
     assert gang is not None
     assert gang.api is SCHEDULER_PLUGINS
     group = render_pod_group(JOB, gang)
@@ -108,7 +109,7 @@ def test_scheduler_plugins_pod_group_and_pods() -> None:
 
 def test_volcano_pod_group_counts_each_replica_type_and_names_the_queue() -> None:
     spec = parse_spec("mnist", gang_spec("volcano", ps=1, queue="research", priorityClass="high"))
-    gang = job_gang(spec, GangSchedulers())
+    gang = job_gang(spec, USUAL_GANG_SCHEDULERS)
     assert gang is not None
     assert gang.api is VOLCANO
     group = render_pod_group(JOB, gang)
@@ -130,7 +131,7 @@ def test_volcano_pod_group_counts_each_replica_type_and_names_the_queue() -> Non
 
 def test_min_available_below_the_job_leaves_the_task_counts_out() -> None:
     spec = parse_spec("mnist", gang_spec("volcano", workers=3, minAvailable=2))
-    gang = job_gang(spec, GangSchedulers())
+    gang = job_gang(spec, USUAL_GANG_SCHEDULERS)
     assert gang is not None
     assert render_pod_group(JOB, gang)["spec"] == {"minMember": 2}
 
@@ -317,22 +318,22 @@ def test_a_volcano_gang_of_the_whole_job_states_what_its_pods_request_together()
     spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"].append(
         {"name": "logger", "image": "busybox", "resources": {"requests": {"cpu": "0.25"}}}
     )
-    gang = job_gang(parse_spec("mnist", spec), GangSchedulers())
+    gang = job_gang(parse_spec("mnist", spec), USUAL_GANG_SCHEDULERS)
     assert gang is not None
     assert gang.min_resources == {"cpu": "2250m", "memory": "3221225472", "nvidia.com/gpu": "3"}
     given = job_gang(
         parse_spec("mnist", {**spec, **gang_spec(workers=3, minResources={"cpu": "1"})}),
-        GangSchedulers(),
+        USUAL_GANG_SCHEDULERS,
     )
     assert given is not None
     assert given.min_resources == {"cpu": "1"}
     spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["schedulerName"] = PLUGINS
-    plugins = job_gang(parse_spec("mnist", spec), GangSchedulers())
+    plugins = job_gang(parse_spec("mnist", spec), USUAL_GANG_SCHEDULERS)
     assert plugins is not None
     assert plugins.min_resources is None  # see job_requests
     spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["schedulerName"] = "volcano"
     partial = {**spec, "runPolicy": {"schedulingPolicy": {"minAvailable": 2}}}
-    part = job_gang(parse_spec("mnist", partial), GangSchedulers())
+    part = job_gang(parse_spec("mnist", partial), USUAL_GANG_SCHEDULERS)
     assert part is not None
     assert part.min_resources is None
 

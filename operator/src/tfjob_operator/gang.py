@@ -17,7 +17,7 @@ one are an error, not silently ignored.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from . import quantity
@@ -66,10 +66,8 @@ POD_GROUP_APIS: Final = (SCHEDULER_PLUGINS, VOLCANO)
 class GangSchedulers:
     """The operator's gang schedulers by scheduler name, and the default one (if any)."""
 
-    by_name: Mapping[str, PodGroupApi] = field(
-        default_factory=lambda: {SCHEDULER_PLUGINS_NAME: SCHEDULER_PLUGINS, VOLCANO_NAME: VOLCANO}
-    )
-    default: str | None = None
+    by_name: Mapping[str, PodGroupApi]
+    default: str | None
 
     @classmethod
     def configure(
@@ -91,7 +89,7 @@ class GangSchedulers:
 
 
 #: The gang schedulers under their usual names, none of them the default.
-USUAL_GANG_SCHEDULERS: Final = GangSchedulers()
+USUAL_GANG_SCHEDULERS: Final = GangSchedulers.configure()
 
 
 @dataclass(frozen=True)
