@@ -238,26 +238,7 @@ def test_an_unplaceable_gang_is_reported_with_the_schedulers_reason() -> None:
     assert [e.reason for e in plan.events] == ["GangUnschedulable"]
 
     volcano_spec = gang_spec("volcano")
-    said = observe_pod_group(
-        {
-            "apiVersion": VOLCANO.api_version,
-            "metadata": {
-                "name": "mnist",
-                "uid": "pg",
-                "ownerReferences": [{"controller": True, "uid": JOB.uid}],
-            },
-            "spec": {"minMember": 2, "minTaskMember": {"worker": 2}},
-            "status": {
-                "conditions": [
-                    {
-                        "type": "Unschedulable",
-                        "status": "True",
-                        "message": "2/2 tasks unschedulable",
-                    }
-                ]
-            },
-        }
-    )
+    said = volcano_group("Pending", "2/2 tasks unschedulable")
     pending = [pod(volcano_spec, "worker-0", "Pending", status=unschedulable)]
     volcano = decide(job_view(volcano_spec), pending, [], NOW, pod_groups=[said])
     assert volcano.status is not None
@@ -358,12 +339,10 @@ def test_a_quantity_that_is_not_one_is_refused() -> None:
         quantity.parse("1 core")
 
 
-def volcano_group(phase: str) -> PodGroupObservation:
-    condition = {
-        "type": "Unschedulable",
-        "status": "True",
-        "message": "2/2 tasks in gang unschedulable",
-    }
+def volcano_group(
+    phase: str, message: str = "2/2 tasks in gang unschedulable"
+) -> PodGroupObservation:
+    condition = {"type": "Unschedulable", "status": "True", "message": message}
     return observe_pod_group(
         {
             "apiVersion": VOLCANO.api_version,

@@ -17,11 +17,10 @@ from typing import Any
 import yaml
 
 from tfjob_localcluster import gomodule
+from tfjob_localcluster.beside import ProcessBeside
 from tfjob_localcluster.binaries import locate, read_versions
 from tfjob_localcluster.controlplane import free_port
-from tfjob_localcluster.kubectl import run_kubectl
 from tfjob_localcluster.pki import CertificateAuthority
-from tfjob_localcluster.procs import ManagedProcess
 from tfjob_localcluster.rest import Rest, tls_context
 
 MODULE = "sigs.k8s.io/scheduler-plugins"
@@ -57,8 +56,10 @@ def args_of(profile: dict[str, Any]) -> dict[str, Any]:
     return next((dict(c.get("args") or {}) for c in configs if c["name"] == PLUGIN), {})
 
 
-class Coscheduling:
+class Coscheduling(ProcessBeside):
     """The Coscheduling scheduler for a cluster whose API server runs on this host."""
+
+    error = CoschedulingError
 
     def __init__(
         self,
@@ -68,21 +69,18 @@ class Coscheduling:
         state_dir: Path,
         permit_wait: int = 10,
     ) -> None:
-        self.kubeconfig = kubeconfig
-        self.kubectl = kubectl
+        super().__init__(SCHEDULER_NAME, kubeconfig, kubectl, state_dir)
         self.ca = ca
-        self.state_dir = state_dir
         self.permit_wait = permit_wait
         self.version = read_versions()["SCHEDULER_PLUGINS_VERSION"]
         self.binary = locate("scheduler").scheduler_plugins
         self.port = free_port("127.0.0.1")
-        self.process: ManagedProcess | None = None
 
     def start(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         module = gomodule.module_dir(MODULE, self.version)
-        self._kubectl("apply", "--server-side", "-f", str(module / MANIFESTS / "crd.yaml"))
-        self._kubectl("wait", "--for=condition=Established", "crd/podgroups.scheduling.x-k8s.io")
+        self.kubectl("apply", "--server-side", "-f", str(module / MANIFESTS / "crd.yaml"))
+        self.kubectl("wait", "--for=condition=Established", "crd/podgroups.scheduling.x-k8s.io")
         module_config = yaml.safe_load((module / MANIFESTS / "scheduler-config.yaml").read_text())
         config = self.state_dir / "scheduler-config.yaml"
         config.write_text(
@@ -95,8 +93,8 @@ class Coscheduling:
             ip_addresses=("127.0.0.1",),
             server=True,
         )
-        self.process = ManagedProcess(
-            SCHEDULER_NAME,
+        probe = Rest(f"https://127.0.0.1:{self.port}", tls_context(self.ca.pair.cert))
+        self.launch(
             [
                 str(self.binary),
                 f"--config={config}",
@@ -108,26 +106,6 @@ class Coscheduling:
                 f"--tls-private-key-file={serving.key}",
                 "--profiling=false",
             ],
-            self.state_dir / "scheduler.log",
+            lambda: probe.ok("/healthz"),
+            deadline,
         )
-        self.process.start()
-        probe = Rest(f"https://127.0.0.1:{self.port}", tls_context(self.ca.pair.cert))
-        while not probe.ok("/healthz"):
-            if not self.process.running():
-                raise CoschedulingError(f"{SCHEDULER_NAME} exited at start:\n{self.log_tail()}")
-            if time.monotonic() > deadline:
-                raise CoschedulingError(f"{SCHEDULER_NAME} not healthy:\n{self.log_tail()}")
-            time.sleep(0.5)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.stop()
-            self.process = None
-
-    def log_tail(self, lines: int = 60) -> str:
-        return self.process.tail(lines) if self.process else "(not started)"
-
-    def _kubectl(self, *args: str) -> None:
-        done = run_kubectl(self.kubectl, self.kubeconfig, *args)
-        if done.returncode != 0:
-            raise CoschedulingError(f"kubectl {' '.join(args)}: {done.stderr}")

@@ -18,10 +18,9 @@ import time
 from pathlib import Path
 
 from tfjob_localcluster import gomodule
+from tfjob_localcluster.beside import ProcessBeside
 from tfjob_localcluster.binaries import locate, read_versions
 from tfjob_localcluster.controlplane import free_port
-from tfjob_localcluster.kubectl import run_kubectl
-from tfjob_localcluster.procs import ManagedProcess
 
 MODULE = "volcano.sh/volcano"
 CRDS = Path("config/crd/volcano/bases")
@@ -39,64 +38,44 @@ class VolcanoError(RuntimeError):
     """The scheduler did not start, or its CRDs were refused."""
 
 
-class Volcano:
+class Volcano(ProcessBeside):
     """Volcano's scheduler for a cluster whose API server runs on this host."""
 
+    error = VolcanoError
+
     def __init__(self, kubeconfig: Path, kubectl: Path, state_dir: Path) -> None:
-        self.kubeconfig = kubeconfig
-        self.kubectl = kubectl
-        self.state_dir = state_dir
+        super().__init__("vc-scheduler", kubeconfig, kubectl, state_dir)
         self.version = read_versions()["VOLCANO_VERSION"]
         self.binary = locate("vc-scheduler").vc_scheduler
         self.health_port = free_port("127.0.0.1")
         self.metrics_port = free_port("127.0.0.1")
-        self.process: ManagedProcess | None = None
 
     def install_crds(self) -> None:
         module = gomodule.module_dir(MODULE, self.version)
         for plural, group in WATCHED:
-            crd = module / CRDS / f"{group}_{plural}.yaml"
-            self._kubectl("apply", "--server-side", "-f", str(crd))
+            self.kubectl(
+                "apply", "--server-side", "-f", str(module / CRDS / f"{group}_{plural}.yaml")
+            )
         for plural, group in WATCHED:
-            self._kubectl("wait", "--for=condition=Established", f"crd/{plural}.{group}")
+            self.kubectl("wait", "--for=condition=Established", f"crd/{plural}.{group}")
 
     def start(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         self.install_crds()
-        self.process = ManagedProcess(
-            "vc-scheduler",
+        self.launch(
             [
                 str(self.binary),
                 f"--kubeconfig={self.kubeconfig}",
                 f"--scheduler-name={SCHEDULER_NAME}",
                 "--leader-elect=false",
                 "--schedule-period=500ms",
+                # Ports of its own: the defaults (:11251, :8080) may be taken.
                 f"--healthz-address=127.0.0.1:{self.health_port}",
                 f"--listen-address=127.0.0.1:{self.metrics_port}",
                 "--cache-dumper=false",
                 "--logtostderr",
                 "-v=3",
             ],
-            self.state_dir / "vc-scheduler.log",
+            lambda: STARTED in self.log_path.read_text(errors="replace"),
+            deadline,
         )
-        self.process.start()
-        log = self.state_dir / "vc-scheduler.log"
-        while STARTED not in log.read_text(errors="replace"):
-            if not self.process.running():
-                raise VolcanoError(f"vc-scheduler exited at start:\n{self.log_tail()}")
-            if time.monotonic() > deadline:
-                raise VolcanoError(f"vc-scheduler has not started to schedule:\n{self.log_tail()}")
-            time.sleep(0.5)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.stop()
-            self.process = None
-
-    def log_tail(self, lines: int = 60) -> str:
-        return self.process.tail(lines) if self.process else "(not started)"
-
-    def _kubectl(self, *args: str) -> None:
-        done = run_kubectl(self.kubectl, self.kubeconfig, *args)
-        if done.returncode != 0:
-            raise VolcanoError(f"kubectl {' '.join(args)}: {done.stderr}")

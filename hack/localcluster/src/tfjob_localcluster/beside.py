@@ -1,0 +1,51 @@
+"""A process run beside a local cluster, such as a gang scheduler: a host process with the
+admin kubeconfig, whose CRDs go in with kubectl, waited for until it is ready."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from tfjob_localcluster.kubectl import run_kubectl
+from tfjob_localcluster.procs import ManagedProcess
+
+
+class ProcessBeside:
+    """Starts, waits for and stops one process; its log is `<name>.log` in `state_dir`."""
+
+    #: Raised when the process does not start or kubectl fails.
+    error: ClassVar[type[RuntimeError]] = RuntimeError
+
+    def __init__(self, name: str, kubeconfig: Path, kubectl: Path, state_dir: Path) -> None:
+        self.name = name
+        self.kubeconfig = kubeconfig
+        self.kubectl_path = kubectl
+        self.state_dir = state_dir
+        self.log_path = state_dir / f"{name}.log"
+        self.process: ManagedProcess | None = None
+
+    def launch(self, argv: Sequence[str], ready: Callable[[], bool], deadline: float) -> None:
+        """Starts the process; returns once `ready()`, raises if it exits or time runs out."""
+        self.process = ManagedProcess(self.name, list(argv), self.log_path)
+        self.process.start()
+        while not ready():
+            if not self.process.running():
+                raise self.error(f"{self.name} exited at start:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise self.error(f"{self.name} is not ready:\n{self.log_tail()}")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+
+    def log_tail(self, lines: int = 60) -> str:
+        return self.process.tail(lines) if self.process else "(not started)"
+
+    def kubectl(self, *args: str) -> None:
+        done = run_kubectl(self.kubectl_path, self.kubeconfig, *args)
+        if done.returncode != 0:
+            raise self.error(f"kubectl {' '.join(args)}: {done.stderr}")
