@@ -1,4 +1,4 @@
-"""A process run beside a local cluster, such as a gang scheduler: a host process with the
+"""A process run beside a local cluster (Kueue, a gang scheduler): a host process with the
 admin kubeconfig, whose CRDs go in with kubectl, waited for until it is ready."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class ProcessBeside:
     def log_tail(self, lines: int = 60) -> str:
         return self.process.tail(lines) if self.process else "(not started)"
 
-    def kubectl(self, *args: str) -> None:
-        done = run_kubectl(self.kubectl_path, self.kubeconfig, *args)
+    def kubectl(self, *args: str, input: str | None = None) -> None:
+        done = run_kubectl(self.kubectl_path, self.kubeconfig, *args, input=input)
         if done.returncode != 0:
             raise self.error(f"kubectl {' '.join(args)}: {done.stderr}")

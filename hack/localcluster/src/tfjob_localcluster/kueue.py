@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -31,11 +30,11 @@ from typing import Any
 import yaml
 
 from tfjob_localcluster import gomodule, private_run
+from tfjob_localcluster.beside import ProcessBeside
 from tfjob_localcluster.binaries import locate, read_versions
 from tfjob_localcluster.controlplane import free_port
 from tfjob_localcluster.kubectl import run_kubectl
 from tfjob_localcluster.pki import CertificateAuthority
-from tfjob_localcluster.procs import ManagedProcess
 
 MODULE = "sigs.k8s.io/kueue"
 NAMESPACE = "kueue-system"
@@ -123,21 +122,20 @@ def crds(directory: Path, url: str, ca_bundle: bytes) -> list[Obj]:
     return out
 
 
-class Kueue:
+class Kueue(ProcessBeside):
     """Kueue for a cluster whose API server runs on this host (see the module docstring)."""
+
+    error = KueueError
 
     def __init__(
         self, kubeconfig: Path, kubectl: Path, ca: CertificateAuthority, state_dir: Path
     ) -> None:
-        self.kubeconfig = kubeconfig
-        self.kubectl = kubectl
+        super().__init__("kueue", kubeconfig, kubectl, state_dir)
         self.ca = ca
-        self.state_dir = state_dir
         self.version = read_versions()["KUEUE_VERSION"]
         self.binary = locate("kueue").kueue
         self.webhook_port = free_port("127.0.0.1")
         self.health_port = free_port("127.0.0.1")
-        self.process: ManagedProcess | None = None
         self.webhooks: list[Obj] = []
 
     def start(self, timeout: float = 120) -> None:
@@ -160,8 +158,7 @@ class Kueue:
         config.write_text(
             yaml.safe_dump(configuration(self.webhook_port, self.health_port, cert_dir))
         )
-        self.process = ManagedProcess(
-            "kueue",
+        self.launch(
             private_run.command(
                 [
                     str(self.binary),
@@ -171,10 +168,9 @@ class Kueue:
                 ],
                 etc_upper,
             ),
-            self.state_dir / "kueue.log",
+            self._ready,
+            deadline,
         )
-        self.process.start()
-        self._wait_ready(deadline)
         manifests = [m for m in yaml.safe_load_all((module / WEBHOOK_MANIFESTS).read_text()) if m]
         self.webhooks = webhook_configurations(manifests, url, ca_bundle, list(FRAMEWORKS.values()))
         for webhook in self.webhooks:
@@ -185,30 +181,17 @@ class Kueue:
         """Removes the webhooks first: the API server must not call a Kueue that is gone."""
         for webhook in self.webhooks:
             kind = webhook["kind"].lower()
-            self._kubectl("delete", kind, webhook["metadata"]["name"], "--ignore-not-found")
+            self.kubectl("delete", kind, webhook["metadata"]["name"], "--ignore-not-found")
         self.webhooks = []
-        if self.process is not None:
-            self.process.stop()
-            self.process = None
+        super().stop()
 
-    def log_tail(self, lines: int = 60) -> str:
-        return self.process.tail(lines) if self.process else "(not started)"
-
-    def _wait_ready(self, deadline: float) -> None:
+    def _ready(self) -> bool:
         url = f"http://127.0.0.1:{self.health_port}/readyz"
-        while True:
-            assert self.process is not None
-            if not self.process.running():
-                raise KueueError(f"kueue exited at start:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                raise KueueError(f"kueue not ready at {url}:\n{self.log_tail()}")
-            time.sleep(0.5)
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
 
     def _wait_webhooks(self, deadline: float) -> None:
         """Until the API server reaches Kueue's webhooks: a server-side dry run of a
@@ -219,7 +202,12 @@ class Kueue:
             "metadata": {"name": "webhook-probe"},
         }
         while True:
-            done = self._run("create", "--dry-run=server", "-f", "-", input=json.dumps(probe))
+            done = run_kubectl(
+                self.kubectl_path,
+                self.kubeconfig,
+                *("create", "--dry-run=server", "-f", "-"),
+                input=json.dumps(probe),
+            )
             if done.returncode == 0:
                 return
             if time.monotonic() > deadline:
@@ -229,14 +217,6 @@ class Kueue:
             time.sleep(0.5)
 
     def _apply(self, obj: Obj) -> None:
-        self._kubectl(
+        self.kubectl(
             "apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(obj)
         )
-
-    def _kubectl(self, *args: str, input: str | None = None) -> None:
-        done = self._run(*args, input=input)
-        if done.returncode != 0:
-            raise KueueError(f"kubectl {' '.join(args)}: {done.stderr}")
-
-    def _run(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return run_kubectl(self.kubectl, self.kubeconfig, *args, input=input)
