@@ -104,12 +104,15 @@ def pod_group(k8s_client: Any, group: tuple[str, str], namespace: str, name: str
 
 
 def free_millicpu(core: client.CoreV1Api, node: str) -> int:
-    """The node's allocatable CPU less what its live pods request, in millicores."""
+    """The node's allocatable CPU less what its live pods request, in millicores.
+
+    A pod being deleted (another test's, its namespace terminating) is left out: it still
+    holds its CPU now, but not for long, and a gang sized against it would fit soon after."""
     allocatable = core.read_node(node).status.allocatable["cpu"]
     total = int(allocatable[:-1]) if allocatable.endswith("m") else int(allocatable) * 1000
     requested = 0
     for pod in core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items:
-        if pod.status.phase in ("Succeeded", "Failed"):
+        if pod.metadata.deletion_timestamp or pod.status.phase in ("Succeeded", "Failed"):
             continue
         for container in pod.spec.containers:
             cpu = ((container.resources and container.resources.requests) or {}).get("cpu")

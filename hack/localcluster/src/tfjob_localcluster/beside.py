@@ -3,8 +3,9 @@ admin kubeconfig, whose CRDs go in with kubectl, waited for until it is ready.""
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -26,9 +27,17 @@ class ProcessBeside:
         self.log_path = state_dir / f"{name}.log"
         self.process: ManagedProcess | None = None
 
-    def launch(self, argv: Sequence[str], ready: Callable[[], bool], deadline: float) -> None:
-        """Starts the process; returns once `ready()`, raises if it exits or time runs out."""
-        self.process = ManagedProcess(self.name, list(argv), self.log_path)
+    def launch(
+        self,
+        argv: Sequence[str],
+        ready: Callable[[], bool],
+        deadline: float,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """Starts the process, with `env` added to this one's environment; returns once
+        `ready()`, raises if it exits or time runs out."""
+        environment = {**os.environ, **env} if env else None
+        self.process = ManagedProcess(self.name, list(argv), self.log_path, environment)
         self.process.start()
         while not ready():
             if not self.process.running():

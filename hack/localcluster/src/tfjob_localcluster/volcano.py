@@ -78,4 +78,6 @@ class Volcano(ProcessBeside):
             ],
             lambda: STARTED in self.log_path.read_text(errors="replace"),
             deadline,
+            # Its socket for changing the log level at run time, else in the host's /tmp.
+            env={"DEBUG_SOCKET_DIR": str(self.state_dir)},
         )
