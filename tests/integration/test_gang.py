@@ -104,16 +104,29 @@ def pod_group(k8s_client: Any, group: tuple[str, str], namespace: str, name: str
 
 
 def free_millicpu(core: client.CoreV1Api, node: str) -> int:
-    """The node's allocatable CPU less what its live pods request, in millicores.
-
-    A pod being deleted (another test's, its namespace terminating) is left out: it still
-    holds its CPU now, but not for long, and a gang sized against it would fit soon after."""
+    """The node's allocatable CPU less what its pods request, in millicores, once no pod of
+    an earlier test is left to go: those of a namespace being deleted are deleted a few
+    seconds later, and a gang sized against them would fit once they are gone."""
+    deadline = time.monotonic() + 120
+    while True:
+        pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
+        live = [p for p in pods if p.status.phase not in ("Succeeded", "Failed")]
+        ending = {
+            n.metadata.name for n in core.list_namespace().items if n.status.phase != "Active"
+        }
+        going = [
+            f"{p.metadata.namespace}/{p.metadata.name}"
+            for p in live
+            if p.metadata.deletion_timestamp or p.metadata.namespace in ending
+        ]
+        if not going:
+            break
+        assert time.monotonic() < deadline, f"pods of earlier tests still on the node: {going}"
+        time.sleep(1)
     allocatable = core.read_node(node).status.allocatable["cpu"]
     total = int(allocatable[:-1]) if allocatable.endswith("m") else int(allocatable) * 1000
     requested = 0
-    for pod in core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items:
-        if pod.metadata.deletion_timestamp or pod.status.phase in ("Succeeded", "Failed"):
-            continue
+    for pod in live:
         for container in pod.spec.containers:
             cpu = ((container.resources and container.resources.requests) or {}).get("cpu")
             if cpu:
