@@ -260,11 +260,14 @@ def test_kueue_crds_get_the_conversion_webhooks_its_kustomization_patches_in(
     assert "conversion" not in flavors["spec"]
 
 
-def test_kueue_runs_without_certificate_management_and_only_the_tfjob_integration() -> None:
+def test_kueue_runs_without_certificate_management_and_only_the_tfjob_integrations() -> None:
     config = kueue.configuration(9443, 8081, Path("/state/certs"))
     assert config["internalCertManagement"] == {"enable": False}
     assert config["webhook"] == {"host": "127.0.0.1", "port": 9443, "certDir": "/state/certs"}
-    assert config["integrations"] == {"frameworks": ["kubeflow.org/tfjob"]}
+    assert config["integrations"] == {
+        "frameworks": ["kubeflow.org/tfjob"],
+        "externalFrameworks": ["TFJob.v1.tfjob.dev"],
+    }
     assert config["leaderElection"] == {"leaderElect": False}
 
 

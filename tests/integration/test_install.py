@@ -195,6 +195,9 @@ def test_rbac_grants_exactly_what_the_operator_uses(
         ("create", "", "events"),
         ("create", "scheduling.x-k8s.io", "podgroups"),
         ("watch", "scheduling.volcano.sh", "podgroups"),
+        ("create", "kueue.x-k8s.io", "workloads"),
+        ("patch", "kueue.x-k8s.io", "workloads", "status"),
+        ("get", "kueue.x-k8s.io", "resourceflavors"),
     ]:
         assert can(verb, group, resource, *subresource), (
             f"the operator needs {verb} {resource}.{group} {subresource}"
@@ -210,6 +213,8 @@ def test_rbac_grants_exactly_what_the_operator_uses(
         ("create", "", "pods", "exec"),
         ("update", "tfjob.dev", "tfjobs", "status"),
         ("update", "scheduling.x-k8s.io", "podgroups"),
+        ("update", "kueue.x-k8s.io", "workloads"),
+        ("list", "kueue.x-k8s.io", "resourceflavors"),
     ]:
         assert not can(verb, group, resource, *subresource), (
             f"the operator must not be granted {verb} {resource}.{group} {subresource}"

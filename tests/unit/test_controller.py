@@ -28,7 +28,15 @@ from tfjob_operator.controller import (
 from tfjob_operator.decide import JobView
 from tfjob_operator.kube import ApiError
 from tfjob_operator.metrics import Metrics
-from tfjob_operator.observe import PodGroupObservation, observe_pod, observe_service
+from tfjob_operator.observe import (
+    FlavorObservation,
+    PodGroupObservation,
+    WorkloadObservation,
+    observe_pod,
+    observe_service,
+    observe_workload,
+)
+from tfjob_operator.queueing import workload_name
 from tfjob_operator.watchcache import Store
 
 from .tfjobs import JOB, NOW, replica_spec
@@ -68,6 +76,8 @@ class FakeWrites:
         #: Whether each status write was sent as a decision (ahead of other jobs' writes).
         self.decisions: list[bool] = []
         self.patched: list[tuple[JobRef, dict[str, Any]]] = []
+        #: Kueue's ResourceFlavors, by name.
+        self.flavors: dict[str, FlavorObservation] = {}
 
     async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> bool:
         return self._create("pod", body)
@@ -139,6 +149,22 @@ class FakeWrites:
     async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
         self.events.append(body)
 
+    async def create_workload(self, namespace: str, body: Mapping[str, Any]) -> bool:
+        return self._create("workload", body)
+
+    async def delete_workload(self, namespace: str, workload: WorkloadObservation) -> bool:
+        self.calls.append(("delete workload", workload.name))
+        return True
+
+    async def patch_workload_status(
+        self, namespace: str, workload: WorkloadObservation, patch: Mapping[str, Any]
+    ) -> None:
+        self.calls.append(("patch workload status", workload.name))
+
+    async def read_resource_flavor(self, name: str) -> FlavorObservation | None:
+        self.calls.append(("read flavor", name))
+        return self.flavors.get(name)
+
 
 class Harness:
     def __init__(self) -> None:
@@ -151,7 +177,9 @@ class Harness:
         self.status: dict[str, Any] = {}
         self.job(version="1")
 
-    def job(self, version: str, spec: Mapping[str, Any] = SPEC) -> None:
+    def job(
+        self, version: str, spec: Mapping[str, Any] = SPEC, labels: Mapping[str, str] | None = None
+    ) -> None:
         body = {
             "metadata": {
                 "namespace": JOB.namespace,
@@ -159,6 +187,7 @@ class Harness:
                 "uid": JOB.uid,
                 "resourceVersion": version,
                 "generation": 1,
+                "labels": dict(labels or {}),
             },
             "spec": spec,
             "status": self.status,
@@ -189,6 +218,17 @@ class Harness:
             return outcome
 
         return asyncio.run(once())
+
+    def reconcile_raising(self) -> None:
+        """One reconcile whose error reaches the test once the events are posted."""
+
+        async def once() -> None:
+            try:
+                await self.controller.reconcile(KEY)
+            finally:
+                await self.controller.stop()
+
+        asyncio.run(once())
 
     def calls(self, verb: str) -> list[tuple[str, ...]]:
         return [c for c in self.writes.calls if c[0] == verb]
@@ -340,3 +380,64 @@ def test_a_delete_that_failed_is_tried_again_by_the_next_reconcile() -> None:
     harness.writes.calls.clear()
     harness.reconcile()
     assert ("delete pod", "mnist-worker-1") in harness.writes.calls
+
+
+def admitted_workload(flavor: str) -> WorkloadObservation:
+    admitted = {"type": "Admitted", "status": "True", "reason": "Admitted", "message": ""}
+    return observe_workload(
+        {
+            "metadata": {
+                "name": workload_name(JOB),
+                "uid": "wl-uid",
+                "ownerReferences": [{"kind": "TFJob", "uid": JOB.uid, "controller": True}],
+            },
+            "spec": {"podSets": [{"name": "chief", "count": 1}, {"name": "worker", "count": 2}]},
+            "status": {
+                "conditions": [admitted],
+                "admission": {
+                    "clusterQueue": "cq",
+                    "podSetAssignments": [
+                        {"name": "chief", "flavors": {"cpu": flavor}},
+                        {"name": "worker", "flavors": {"cpu": flavor}},
+                    ],
+                },
+            },
+        }
+    )
+
+
+def test_a_queued_job_makes_its_workload_first_and_its_pods_once_admitted() -> None:
+    harness = Harness()
+    harness.job(version="1", labels={"kueue.x-k8s.io/queue-name": "team"})
+    harness.reconcile()
+    assert harness.calls("create workload") == [("create workload", workload_name(JOB))]
+    assert harness.calls("create pod") == []
+    created = next(e for e in harness.writes.events if e["reason"] == "SuccessfulCreateWorkload")
+    assert created["message"] == (
+        f"Created Workload {workload_name(JOB)} in LocalQueue team: the job runs once Kueue "
+        "admits it"
+    )
+
+    harness.writes.flavors["a100"] = FlavorObservation({"pool": "a100"}, ())
+    harness.caches.workloads.put("wl-uid", KEY, admitted_workload("a100"))
+    # The cache shows the status written (Suspended while queued).
+    harness.status = harness.writes.patched[-1][1]
+    harness.job(version="2", labels={"kueue.x-k8s.io/queue-name": "team"})
+    harness.reconcile()
+    assert sorted(n for _, n in harness.calls("create pod")) == CHILDREN
+    pods = [b for k, b in harness.writes.bodies.items() if k.startswith("pod/")]
+    assert all(p["spec"]["nodeSelector"] == {"pool": "a100"} for p in pods)
+    harness.reconcile()
+    assert harness.calls("read flavor") == [("read flavor", "a100")], "read once in its TTL"
+
+
+def test_a_workload_api_not_served_is_an_event_that_names_kueue() -> None:
+    harness = Harness()
+    harness.job(version="1", labels={"kueue.x-k8s.io/queue-name": "team"})
+    harness.writes.refuse_create = ApiError(404, "create workload ml/x", b"404 page not found")
+    with pytest.raises(ApiError):  # the worker retries it with a backoff
+        harness.reconcile_raising()
+    (failed,) = [e for e in harness.writes.events if e["reason"] == "FailedCreateWorkload"]
+    assert failed["type"] == "Warning"
+    assert failed["message"].startswith("kueue.x-k8s.io/v1beta1 is not served: is Kueue installed?")
+    assert harness.calls("create pod") == []

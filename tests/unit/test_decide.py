@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tfjob_operator.api import JobRef
+from tfjob_operator.api import KUBEFLOW, JobRef
 from tfjob_operator.decide import JobView, Plan, decide
 
 from .tfjobs import JOB, NOW, job_view, pod, replica_spec, services
@@ -416,7 +416,10 @@ def test_suspend_deletes_children_and_resume_recreates_them() -> None:
 
 
 def test_a_job_queued_in_kueue_says_so_while_suspended() -> None:
-    queued = JobView(JOB, "1", 1, False, {**MWMS, "runPolicy": {"suspend": True}}, {}, "", "team")
+    """kubeflow.org's route: Kueue's webhook suspended the job (test_queueing.py: ours)."""
+    kubeflow = JobRef(JOB.namespace, JOB.name, JOB.uid, KUBEFLOW)
+    spec = {**MWMS, "runPolicy": {"suspend": True}}
+    queued = JobView(kubeflow, "1", 1, False, spec, {}, "", "team")
     held = condition(decide(queued, [], [], NOW).status, "Suspended")
     assert held["reason"] == "TFJobSuspended"
     assert held["message"] == (

@@ -3,7 +3,6 @@ decisions and writes around them (tfjob_operator.gang)."""
 
 from __future__ import annotations
 
-import asyncio
 from decimal import Decimal
 from typing import Any
 
@@ -23,7 +22,7 @@ from tfjob_operator.observe import PodGroupObservation, observe_pod_group
 from tfjob_operator.render import render_pod, render_pod_group
 from tfjob_operator.spec import InvalidSpec, Replica, parse_spec
 
-from .test_controller import KEY, Harness
+from .test_controller import Harness
 from .tfjobs import JOB, NOW, job_view, pod, replica_spec
 
 PLUGINS = "scheduler-plugins-scheduler"
@@ -272,24 +271,12 @@ def test_no_pod_is_created_when_the_pod_group_api_is_not_served() -> None:
     harness.job(version="2", spec=gang_spec("volcano"))
     harness.writes.refuse_create = ApiError(404, "create podgroup ml/mnist", b"not found")
     with pytest.raises(ApiError):
-        reconcile_raising(harness)
+        harness.reconcile_raising()
     assert harness.calls("create pod") == []
     (event,) = [e for e in harness.writes.events if e["reason"] == "FailedCreatePodGroup"]
     assert event["message"].startswith(
         "scheduling.volcano.sh/v1beta1 is not served: is its gang scheduler installed?"
     )
-
-
-def reconcile_raising(harness: Harness) -> None:
-    """One reconcile whose error reaches the test once the events are posted."""
-
-    async def once() -> None:
-        try:
-            await harness.controller.reconcile(KEY)
-        finally:
-            await harness.controller.stop()
-
-    asyncio.run(once())
 
 
 def test_a_volcano_gang_of_the_whole_job_states_what_its_pods_request_together() -> None:

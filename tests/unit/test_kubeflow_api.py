@@ -229,7 +229,9 @@ def test_a_suspended_queued_job_says_why_kueue_has_not_admitted_it() -> None:
     refused = observe_workload(
         workload(KUBEFLOW_JOB, {"status": "False", "message": "insufficient quota for cpu"})
     )
-    other = WorkloadObservation(owner_uid="uid-other", not_admitted="not this one")
+    other = WorkloadObservation(
+        "w", "w-uid", "1", 1, owner_uid="uid-other", not_admitted="not this one"
+    )
     plan = decide(job, [], [], NOW, None, [other, refused])
     assert plan.status is not None
     held = next(c for c in plan.status["conditions"] if c["type"] == "Suspended")
@@ -240,7 +242,9 @@ def test_a_suspended_queued_job_says_why_kueue_has_not_admitted_it() -> None:
     # Kueue's reason changes: the message follows, the transition time stays.
     later = NOW.replace(minute=5)
     written = JobView(job.ref, "2", 1, False, job.spec, plan.status, job.created, job.queue)
-    gone = WorkloadObservation(owner_uid="uid-kf", not_admitted="LocalQueue q doesn't exist")
+    gone = WorkloadObservation(
+        "w", "w-uid", "1", 1, owner_uid="uid-kf", not_admitted="LocalQueue q doesn't exist"
+    )
     again = decide(written, [], [], later, None, [gone])
     assert again.status is not None
     moved = next(c for c in again.status["conditions"] if c["type"] == "Suspended")

@@ -32,7 +32,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 The operator's permissions: exactly the verbs it uses. Watches need list and watch;
 children are created and deleted (never updated), a finished job's in one request per
 kind (deletecollection); the status is merge-patched; finished TFJobs are deleted after
-ttlSecondsAfterFinished; events are created.
+ttlSecondsAfterFinished; events are created. A queued tfjob.dev job's Kueue Workload is
+created, deleted and its status merge-patched (queueing.py).
 */}}
 {{- define "tfjob-operator.rules" -}}
 {{- $groups := ternary (list "tfjob.dev" "kubeflow.org") (list "tfjob.dev") .Values.kubeflow.enabled -}}
@@ -51,9 +52,10 @@ ttlSecondsAfterFinished; events are created.
 - apiGroups: ["scheduling.x-k8s.io", "scheduling.volcano.sh"]
   resources: ["podgroups"]
   verbs: ["list", "watch", "create", "patch", "delete"]
-{{- if .Values.kubeflow.enabled }}
 - apiGroups: ["kueue.x-k8s.io"]
   resources: ["workloads"]
-  verbs: ["list", "watch"]
-{{- end }}
+  verbs: ["list", "watch", "create", "delete"]
+- apiGroups: ["kueue.x-k8s.io"]
+  resources: ["workloads/status"]
+  verbs: ["patch"]
 {{- end -}}

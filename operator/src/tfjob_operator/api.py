@@ -42,7 +42,8 @@ GPU_RESOURCE: Final = "nvidia.com/gpu"
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
 #: Kueue's Workloads (v1beta1: served by every Kueue release since 0.5) and the label
 #: Kueue puts on those it makes for a job.
-KUEUE_WORKLOADS_PATH: Final = "/apis/kueue.x-k8s.io/v1beta1"
+KUEUE_API_VERSION: Final = "kueue.x-k8s.io/v1beta1"
+KUEUE_WORKLOADS_PATH: Final = f"/apis/{KUEUE_API_VERSION}"
 KUEUE_JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
 
 #: Exit code of TensorFlow's PreemptionCheckpointHandler (and of tfjob-train for a lost peer).

@@ -32,7 +32,13 @@ from .kube import ApiError
 from .limits import CONCURRENT_RECONCILES
 from .mergepatch import merge_patch
 from .metrics import Metrics
-from .observe import PodGroupObservation, PodObservation, ServiceObservation, WorkloadObservation
+from .observe import (
+    FlavorObservation,
+    PodGroupObservation,
+    PodObservation,
+    ServiceObservation,
+    WorkloadObservation,
+)
 from .status import StatusWrite
 from .watchcache import JobKey, Store
 
@@ -51,6 +57,8 @@ CLEANUP_RETRY_SECONDS: Final = 5.0
 #: Progress (see status.py) waits at most this long, so that one write carries the pod
 #: counts and conditions of a busy second instead of one write per watch event.
 PROGRESS_WRITE_DELAY_SECONDS: Final = 2.0
+#: A ResourceFlavor read for an admission is read again after this long.
+FLAVOR_TTL_SECONDS: Final = 30.0
 
 
 class Writes(Protocol):
@@ -76,6 +84,13 @@ class Writes(Protocol):
         decision: bool,
     ) -> str | None: ...
     async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None: ...
+    async def create_workload(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
+    async def delete_workload(self, namespace: str, workload: WorkloadObservation) -> bool: ...
+    async def patch_workload_status(
+        self, namespace: str, workload: WorkloadObservation, patch: Mapping[str, Any]
+    ) -> None: ...
+    #: The one read the watches do not cover: the ResourceFlavors an admission names.
+    async def read_resource_flavor(self, name: str) -> FlavorObservation | None: ...
 
 
 class Clock(Protocol):
@@ -96,7 +111,7 @@ class Caches:
     jobs: Store[JobView]
     pods: Store[PodObservation]
     services: Store[ServiceObservation]
-    #: Kueue's Workloads of queued jobs (filled only where kubeflow.org is served).
+    #: Kueue's Workloads of queued jobs (queueing.py); empty where Kueue is not installed.
     workloads: Store[WorkloadObservation] = field(default_factory=Store)
     #: The PodGroups of gang-scheduled jobs, of both gang schedulers (gang.py).
     pod_groups: Store[PodGroupObservation] = field(default_factory=Store)
@@ -184,6 +199,8 @@ class Controller:
         self._progress_since: dict[JobKey, float] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.reconcile_slots = asyncio.Semaphore(concurrent_reconciles)
+        #: ResourceFlavors read for admissions, with when they were read (monotonic).
+        self._flavors: dict[str, tuple[float, FlavorObservation | None]] = {}
 
     def notify(self, key: JobKey) -> None:
         """Something about job `key` changed: make sure it is reconciled soon."""
@@ -221,15 +238,17 @@ class Controller:
         started = time.perf_counter()
         pods = self.caches.pods.get(key)
         services = self.caches.services.get(key)
+        workloads = self.caches.workloads.get(key)
         plan = decide(
             job,
             pods,
             services,
             self.clock.now(),
             self.cluster_domain,
-            self.caches.workloads.get(key),
+            workloads,
             pod_groups=self.caches.pod_groups.get(key),
             gangs=self.gangs,
+            flavors=await self._admitted_flavors(job, workloads),
         )
         expected.skip_pending(plan, pods, services, self.clock.monotonic())
         self._hold_back_progress(key, plan)
@@ -257,6 +276,7 @@ class Controller:
             "pod": {p.name for p in pods} | set(expected.created_pods),
             "service": {s.name for s in services} | set(expected.created_services),
         }
+        await self._apply_workload(job, plan)
         await self._apply_pod_groups(job, plan)
         await self._apply_children(job, plan, expected, known)
         if plan.delete_job and await self.writes.delete_job(job.ref):
@@ -311,6 +331,56 @@ class Controller:
             await self.writes.create_event(namespace, body)
         except Exception as error:  # an event lost is logged, never retried
             logger.warning("could not record event %s: %s", body["reason"], error)
+
+    async def _admitted_flavors(
+        self, job: JobView, workloads: Sequence[WorkloadObservation]
+    ) -> dict[str, FlavorObservation]:
+        """The ResourceFlavors the job's admitted Workload names, read at most every
+        FLAVOR_TTL_SECONDS; one that does not exist is left out."""
+        names = {
+            name
+            for w in workloads
+            if w.owner_uid == job.ref.uid and w.admitted and not w.finished
+            for names in w.flavors.values()
+            for name in names
+        }
+        now = self.clock.monotonic()
+        for name in names:
+            read = self._flavors.get(name)
+            if read is None or now - read[0] > FLAVOR_TTL_SECONDS:
+                self._flavors[name] = (now, await self.writes.read_resource_flavor(name))
+        return {name: flavor for name in names if (flavor := self._flavors[name][1]) is not None}
+
+    async def _apply_workload(self, job: JobView, plan: Plan) -> None:
+        """The plan's writes to the job's Kueue Workload (queueing.py)."""
+        namespace = job.ref.namespace
+        for workload, why in plan.delete_workloads:
+            if await self.writes.delete_workload(namespace, workload):
+                message = f"Deleted Workload {workload.name}: {why}"
+                self._record(job, Event(NORMAL, "SuccessfulDeleteWorkload", message))
+        if plan.patch_workload_status is not None:
+            workload, patch = plan.patch_workload_status
+            await self.writes.patch_workload_status(namespace, workload, patch)
+        body = plan.create_workload
+        if body is None:
+            return
+        try:
+            created = await self.writes.create_workload(namespace, body)
+        except ApiError as error:
+            message = str(error)
+            if error.status == 404:
+                message = (
+                    f"{body['apiVersion']} is not served: is Kueue installed? The job waits "
+                    f"for its Workload ({message})"
+                )
+            self._record(job, Event(WARNING, "FailedCreateWorkload", message))
+            raise
+        if created:
+            message = (
+                f"Created Workload {body['metadata']['name']} in LocalQueue "
+                f"{body['spec']['queueName']}: the job runs once Kueue admits it"
+            )
+            self._record(job, Event(NORMAL, "SuccessfulCreateWorkload", message))
 
     async def _apply_pod_groups(self, job: JobView, plan: Plan) -> None:
         """The plan's PodGroup writes, done before its pods are created (gang.py)."""

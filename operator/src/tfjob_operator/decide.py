@@ -31,10 +31,20 @@ from .failure_policy import is_retryable, past_backoff_limit, restart_group
 from .gang import USUAL_GANG_SCHEDULERS, Gang, GangSchedulers, job_gang, pod_group_spec
 from .observe import (
     Failure,
+    FlavorObservation,
     PodGroupObservation,
     PodObservation,
     ServiceObservation,
     WorkloadObservation,
+)
+from .queueing import (
+    Placement,
+    finished_status,
+    place,
+    placements,
+    pod_sets,
+    released_status,
+    render_workload,
 )
 from .render import render_pod, render_pod_group, render_service
 from .spec import REPLICA_ORDER, InvalidSpec, JobSpec, Replica, parse_spec
@@ -114,6 +124,12 @@ class Plan:
     #: PodGroups of the job no longer wanted, and why: it finished, is suspended or left
     #: its gang.
     delete_pod_groups: list[tuple[PodGroupObservation, str]] = field(default_factory=list)
+    #: The job's Kueue Workload (queueing.py), created while no pod exists.
+    create_workload: dict[str, Any] | None = None
+    #: Workloads of the job no longer wanted (the replicas changed, it is suspended), and why.
+    delete_workloads: list[tuple[WorkloadObservation, str]] = field(default_factory=list)
+    #: A status merge patch of the job's Workload: finished, or its quota given back.
+    patch_workload_status: tuple[WorkloadObservation, dict[str, Any]] | None = None
     #: Restarts of the job this decision counted (written to the status first).
     restarts: int = 0
     #: How soon the new status is written: a decision before any child is touched, ahead of
@@ -131,17 +147,19 @@ def decide(
     *,
     pod_groups: Sequence[PodGroupObservation] = (),
     gangs: GangSchedulers = USUAL_GANG_SCHEDULERS,
+    flavors: Mapping[str, FlavorObservation] | None = None,
 ) -> Plan:
-    """`workloads` are Kueue's Workloads of the job's name, for a job queued in Kueue;
-    `pod_groups` the PodGroups of its name, and `gangs` the operator's gang schedulers."""
+    """`workloads` are Kueue's Workloads of the job's name, for a job queued in Kueue, and
+    `flavors` the ResourceFlavors they were admitted to; `pod_groups` the PodGroups of its
+    name, and `gangs` the operator's gang schedulers."""
     if job.deleting:
         return Plan()
     decision = _Decision(job, pods, services, now, cluster_domain)
     decision.pod_groups = list(pod_groups)
     decision.gangs = gangs
-    decision.not_admitted = next(
-        (w.not_admitted for w in workloads if w.owner_uid == job.ref.uid), None
-    )
+    decision.workloads = [w for w in workloads if w.owner_uid == job.ref.uid]
+    decision.flavors = flavors or {}
+    decision.not_admitted = next((w.not_admitted for w in decision.workloads), None)
     return decision.run()
 
 
@@ -204,6 +222,13 @@ class _Decision:
         self.plan = Plan()
         #: Why Kueue has not admitted the job, if it is queued and Kueue said.
         self.not_admitted: str | None = None
+        #: The job's Kueue Workloads, and the ResourceFlavors they were admitted to.
+        self.workloads: list[WorkloadObservation] = []
+        self.flavors: Mapping[str, FlavorObservation] = {}
+        #: Where Kueue's admission places each pod set's pods (queueing.py).
+        self.placements: Mapping[str, Placement] = {}
+        #: Why Kueue took the job's admission back, while the job stops.
+        self.evicted: str | None = None
         #: Replicas whose pods this decision creates.
         self.creating: list[Replica] = []
         self.pod_groups: list[PodGroupObservation] = []
@@ -220,6 +245,7 @@ class _Decision:
             return self._invalid(spec)
         if cond.is_finished(self.conditions):
             self._clean_up(spec.run_policy.clean_pod_policy, finished=True)
+            self._finish_workload()
             self._expire(spec)
             return self._plan_with_status(spec)
         try:
@@ -227,6 +253,9 @@ class _Decision:
         except InvalidSpec as error:
             return self._invalid(error)
         if spec.run_policy.suspend:
+            self._drop_workloads("the TFJob is suspended")
+            return self._suspend(spec)
+        if self._queued_here and not self._admitted(spec):
             return self._suspend(spec)
         if cond.is_true(self.conditions, ConditionType.SUSPENDED):
             self._set(
@@ -431,7 +460,12 @@ class _Decision:
         for service in self.services:
             self._delete_service(service, "the TFJob is suspended")
         message = f"TFJob {self._id} is suspended."
-        if self.job.queue:
+        if self.evicted:
+            message = (
+                f"TFJob {self._id} is suspended: Kueue took its admission back "
+                f"({self.evicted}); it is queued again once its pods are gone."
+            )
+        elif self.job.queue and not (self._queued_here and spec.run_policy.suspend):
             message = (
                 f"TFJob {self._id} is suspended: queued in Kueue's LocalQueue "
                 f"{self.job.queue} until it is admitted."
@@ -443,6 +477,68 @@ class _Decision:
         # The message follows Kueue's as it changes; its transition time stays.
         self._set(ConditionType.SUSPENDED, True, "TFJobSuspended", message)
         return self._plan_with_status(spec)
+
+    # -- Kueue (queueing.py) ------------------------------------------------------------------
+
+    @property
+    def _queued_here(self) -> bool:
+        """Queued in Kueue with this operator as its job controller: a tfjob.dev job (Kueue's
+        own integration runs kubeflow.org's, suspending and resuming them itself)."""
+        return self.job.queue is not None and self.ref.api is TFJOB_DEV
+
+    def _admitted(self, spec: JobSpec) -> bool:
+        """Whether the job's pods may exist: its Workload is admitted, and was not evicted.
+
+        Creates the Workload if there is none, replaces it when the replicas changed, and
+        gives the quota of an evicted one back once the job's pods are gone.
+        """
+        assert self.job.queue is not None
+        workload = self.workloads[0] if self.workloads else None
+        if workload is None:
+            if not self.pods:
+                self.plan.create_workload = render_workload(self.ref, spec, self.job.queue)
+            return False
+        if workload.finished:
+            self.not_admitted = f"its Workload {workload.name} has finished: it cannot run again"
+            return False
+        if dict(workload.pod_sets) != pod_sets(spec):
+            self._drop_workloads("the replicas changed")
+            return False
+        if workload.evicted is not None:
+            self.evicted = ": ".join(part for part in workload.evicted if part)
+            if not self.pods and workload.quota_reserved:
+                self.plan.patch_workload_status = (
+                    workload,
+                    released_status(workload, self.now_text),
+                )
+            return False
+        if not workload.admitted:
+            return False
+        found = placements(workload, self.flavors)
+        if isinstance(found, str):
+            self.not_admitted = found
+            return False
+        self.placements = found
+        return True
+
+    def _drop_workloads(self, why: str) -> None:
+        if self._queued_here:
+            self.plan.delete_workloads = [(w, why) for w in self.workloads]
+
+    def _finish_workload(self) -> None:
+        """Marks the finished job's Workload Finished, which gives its quota back."""
+        workload = next((w for w in self.workloads if not w.finished), None)
+        if workload is None or not self._queued_here:
+            return
+        succeeded = cond.is_true(self.conditions, ConditionType.SUCCEEDED)
+        outcome = cond.find(
+            self.conditions, ConditionType.SUCCEEDED if succeeded else ConditionType.FAILED
+        )
+        message = str((outcome or {}).get("message") or "")
+        self.plan.patch_workload_status = (
+            workload,
+            finished_status(workload, succeeded, message, self.now_text),
+        )
 
     def _fail_if_past_deadline(self, spec: JobSpec) -> bool:
         deadline = spec.run_policy.active_deadline_seconds
@@ -535,17 +631,19 @@ class _Decision:
             if training_blocked and replica.type is not ReplicaType.EVALUATOR:
                 continue
             self.creating.append(replica)
-            self.plan.create_pods.append(
-                render_pod(
-                    self.ref,
-                    spec,
-                    replica,
-                    self.generations.get(key, 0),
-                    self.cluster_domain,
-                    configs,
-                    self.gang,
-                )
+            pod = render_pod(
+                self.ref,
+                spec,
+                replica,
+                self.generations.get(key, 0),
+                self.cluster_domain,
+                configs,
+                self.gang,
             )
+            placement = self.placements.get(replica.type.label)
+            if placement is not None:
+                place(pod, placement)
+            self.plan.create_pods.append(pod)
 
     def _clean_up(self, policy: Clean, finished: bool, keep: set[str] | None = None) -> None:
         """Applies cleanPodPolicy; services go with their pods (all of them under All).

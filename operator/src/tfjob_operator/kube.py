@@ -27,10 +27,10 @@ from typing import Any, Final
 import aiohttp
 import orjson
 
-from .api import FIELD_MANAGER, LABEL_CONTROLLER_UID, PLURAL, JobRef
+from .api import FIELD_MANAGER, KUEUE_WORKLOADS_PATH, LABEL_CONTROLLER_UID, PLURAL, JobRef
 from .connection import Connection
 from .limits import MAX_IN_FLIGHT
-from .observe import PodGroupObservation
+from .observe import FlavorObservation, PodGroupObservation, WorkloadObservation, observe_flavor
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +178,8 @@ class Api:
         content_type: str = JSON,
         priority: Priority = Priority.CHILD,
     ) -> tuple[int, bytes]:
-        """A write: waits for a slot, returns the status code and the raw answer."""
+        """A write (or a read the watches do not cover): waits for a slot, returns the
+        status code and the raw answer."""
         data = orjson.dumps(body) if body is not None else None
         if priority >= Priority.CLEANUP:
             await self._decisions.none_for_up_to(BACKGROUND_WAIT_SECONDS)
@@ -288,6 +289,42 @@ class Kube:
     async def delete_pod_group(self, namespace: str, group: PodGroupObservation) -> bool:
         path = collection_path(namespace, "podgroups", f"/apis/{group.api_version}")
         return await self._delete(path, group.name, group.uid, "podgroup")
+
+    async def create_workload(self, namespace: str, body: Mapping[str, Any]) -> bool:
+        """True if created, False if a Workload of that name already exists."""
+        return await self._create(namespace, "workloads", body, f"/apis/{body['apiVersion']}")
+
+    async def delete_workload(self, namespace: str, workload: WorkloadObservation) -> bool:
+        path = collection_path(namespace, "workloads", KUEUE_WORKLOADS_PATH)
+        return await self._delete(path, workload.name, workload.uid, "workload")
+
+    async def patch_workload_status(
+        self, namespace: str, workload: WorkloadObservation, patch: Mapping[str, Any]
+    ) -> None:
+        """Merge-patches the Workload's status; `patch` names the resourceVersion it was
+        built from, and a Workload changed since is left to the next decision."""
+        path = collection_path(namespace, "workloads", KUEUE_WORKLOADS_PATH)
+        status, payload = await self.api.send(
+            "PATCH",
+            f"{path}/{workload.name}/status",
+            body=patch,
+            params={"fieldManager": FIELD_MANAGER},
+            content_type=MERGE_PATCH,
+        )
+        if status in (404, 409):
+            return
+        raise_for(status, f"patch status of workload {namespace}/{workload.name}", payload)
+
+    async def read_resource_flavor(self, name: str) -> FlavorObservation | None:
+        """The ResourceFlavor `name`; None if there is none, or the operator may not read
+        it (a namespaced install)."""
+        status, payload = await self.api.send(
+            "GET", f"{KUEUE_WORKLOADS_PATH}/resourceflavors/{name}"
+        )
+        if status in (403, 404):
+            return None
+        raise_for(status, f"get resourceflavor {name}", payload)
+        return observe_flavor(orjson.loads(payload))
 
     async def delete_collection(
         self, namespace: str, plural: str, job_uid: str, keep: Collection[str]

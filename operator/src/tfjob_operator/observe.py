@@ -7,7 +7,7 @@ TFJobs cost a thousand records, not a thousand full pod bodies.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .api import (
@@ -89,23 +89,77 @@ class ServiceObservation:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadObservation:
-    """What Kueue's Workload of a job says of its admission."""
+    """What Kueue's Workload of a job says of its admission (queueing.py)."""
 
+    name: str
+    uid: str
+    resource_version: str
+    generation: int
     owner_uid: str | None
     #: Why Kueue has not reserved quota for the job, in Kueue's words (its QuotaReserved
     #: condition is False); None when it has, or has not said yet.
     not_admitted: str | None
+    #: Quota reserved (QuotaReserved=True) and every admission check passed (Admitted=True).
+    quota_reserved: bool = False
+    admitted: bool = False
+    #: Kueue's reason and message for taking the admission back (Evicted=True).
+    evicted: tuple[str, str] | None = None
+    finished: bool = False
+    #: Replicas per pod set, as the Workload asks for them.
+    pod_sets: Mapping[str, int] = field(default_factory=dict)
+    #: The ResourceFlavors each pod set was admitted to.
+    flavors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    conditions: tuple[Mapping[str, Any], ...] = ()
 
 
 def observe_workload(body: Mapping[str, Any]) -> WorkloadObservation:
-    conditions = (body.get("status") or {}).get("conditions") or []
-    reserved: Mapping[str, Any] = next(
-        (c for c in conditions if c.get("type") == "QuotaReserved"), {}
-    )
+    metadata = body["metadata"]
+    status = body.get("status") or {}
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    reserved: Mapping[str, Any] = conditions.get("QuotaReserved") or {}
     refused = reserved.get("status") == "False" and reserved.get("message")
+    evicted = conditions.get("Evicted") or {}
+    assignments = (status.get("admission") or {}).get("podSetAssignments") or []
     return WorkloadObservation(
-        owner_uid=controller_uid(body["metadata"]),
+        name=str(metadata["name"]),
+        uid=str(metadata["uid"]),
+        resource_version=str(metadata.get("resourceVersion") or ""),
+        generation=int(metadata.get("generation") or 0),
+        owner_uid=controller_uid(metadata),
         not_admitted=str(reserved["message"]) if refused else None,
+        quota_reserved=reserved.get("status") == "True",
+        admitted=(conditions.get("Admitted") or {}).get("status") == "True",
+        evicted=(
+            (str(evicted.get("reason") or ""), str(evicted.get("message") or ""))
+            if evicted.get("status") == "True"
+            else None
+        ),
+        finished=(conditions.get("Finished") or {}).get("status") == "True",
+        pod_sets={
+            str(s["name"]): int(s.get("count") or 0)
+            for s in (body.get("spec") or {}).get("podSets") or []
+        },
+        flavors={
+            str(a["name"]): tuple(sorted(set((a.get("flavors") or {}).values())))
+            for a in assignments
+        },
+        conditions=tuple(status.get("conditions") or ()),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorObservation:
+    """What a Kueue ResourceFlavor puts on the pods admitted to it."""
+
+    node_labels: Mapping[str, str]
+    tolerations: tuple[Mapping[str, Any], ...]
+
+
+def observe_flavor(body: Mapping[str, Any]) -> FlavorObservation:
+    spec = body.get("spec") or {}
+    return FlavorObservation(
+        node_labels=dict(spec.get("nodeLabels") or {}),
+        tolerations=tuple(spec.get("tolerations") or ()),
     )
 
 

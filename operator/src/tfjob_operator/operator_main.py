@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from .api import (
-    KUBEFLOW,
     KUEUE_JOB_UID_LABEL,
     KUEUE_WORKLOADS_PATH,
     LABEL_JOB_NAME,
@@ -175,14 +174,9 @@ async def run_operator(
             )
             for group in POD_GROUP_APIS
         ]
-        if KUBEFLOW in apis:
-            # Why Kueue has not admitted a queued job (its integration is kubeflow.org's).
-            workloads = Resource(
-                "workloads", KUEUE_WORKLOADS_PATH, KUEUE_JOB_UID_LABEL, optional=True
-            )
-            watches.append(
-                Watch(api, workloads, scope, caches.workloads, read_workload, gate.changed)
-            )
+        # Kueue's Workloads of queued jobs (queueing.py): Kueue may not be installed.
+        workloads = Resource("workloads", KUEUE_WORKLOADS_PATH, KUEUE_JOB_UID_LABEL, optional=True)
+        watches.append(Watch(api, workloads, scope, caches.workloads, read_workload, gate.changed))
     for watch in watches:
         watch.restarted = metrics.watch_restarted(watch.resource.name)
     endpoints = Endpoints(metrics, healthy=lambda: gate.pending is None)

@@ -6,7 +6,8 @@ module: its CRDs (config/components/crd/bases) and its webhooks
 (config/components/webhook/manifests.yaml), and the conversion webhooks its kustomization
 patches into some CRDs (their objects are stored as v1beta1 and served as v1beta2 too).
 The webhooks kept are those of Kueue's own objects and of the integrations it runs here
-(Kubeflow's TFJob); they call the process at https://127.0.0.1:<port> with a certificate
+(Kubeflow's TFJob; tfjob.dev's TFJob is an external framework, whose Workloads the operator
+makes, and has no webhook); they call the process at https://127.0.0.1:<port> with a certificate
 of the cluster's CA, since no Service fronts it.
 So Kueue's own certificate management, which expects that Service, is off, and so is its
 visibility API server, which nothing here registers. Without its certificate management,
@@ -40,6 +41,9 @@ MODULE = "sigs.k8s.io/kueue"
 NAMESPACE = "kueue-system"
 #: Kueue's names for the integrations it runs here, and the resources their webhooks see.
 FRAMEWORKS = {"kubeflow.org/tfjob": "tfjobs"}
+#: Jobs whose own controller is Kueue's job controller for them: tfjob.dev's TFJobs, whose
+#: Workloads the operator makes (operator/src/tfjob_operator/queueing.py).
+EXTERNAL_FRAMEWORKS = ["TFJob.v1.tfjob.dev"]
 KUEUE_GROUP = "kueue.x-k8s.io"
 WEBHOOK_MANIFESTS = Path("config/components/webhook/manifests.yaml")
 #: Where Kueue reads its metrics certificate when its certificate management is off.
@@ -63,7 +67,10 @@ def configuration(webhook_port: int, health_port: int, cert_dir: Path) -> Obj:
         "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(cert_dir)},
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
-        "integrations": {"frameworks": list(FRAMEWORKS)},
+        "integrations": {
+            "frameworks": list(FRAMEWORKS),
+            "externalFrameworks": EXTERNAL_FRAMEWORKS,
+        },
     }
 
 

@@ -1,0 +1,230 @@
+"""Kueue admission of tfjob.dev TFJobs (queueing.py): the operator as Kueue's job controller.
+
+Each test decides a job labelled with a LocalQueue against Workloads read the way the
+watch reads them (observe_workload of a Workload body).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tfjob_operator.api import KUBEFLOW, JobRef
+from tfjob_operator.decide import JobView, Plan, decide
+from tfjob_operator.observe import (
+    FlavorObservation,
+    WorkloadObservation,
+    observe_flavor,
+    observe_workload,
+)
+from tfjob_operator.queueing import workload_name
+
+from .tfjobs import JOB, NOW, pod, replica_spec
+
+pytestmark = pytest.mark.unit
+
+SPEC = {
+    "tfReplicaSpecs": {
+        "Chief": replica_spec(1),
+        "Worker": replica_spec(2, resources={"requests": {"cpu": "1"}}),
+    }
+}
+PODS = ("chief-0", "worker-0", "worker-1")
+FLAVOR = FlavorObservation(
+    node_labels={"pool": "a100"},
+    tolerations=({"key": "gpu", "operator": "Exists", "effect": "NoSchedule"},),
+)
+
+
+def queued(
+    status: dict[str, Any] | None = None, spec: dict[str, Any] = SPEC, ref: JobRef = JOB
+) -> JobView:
+    return JobView(ref, "1", 1, False, spec, status or {}, "2026-11-22T12:00:00Z", "team")
+
+
+def workload(
+    conditions: dict[str, tuple[str, str, str]] | None = None,
+    *,
+    counts: dict[str, int] | None = None,
+    flavor: str | None = None,
+) -> WorkloadObservation:
+    """A Workload of JOB with `conditions` (type: (status, reason, message)), admitted to
+    `flavor` when given."""
+    counts = counts or {"chief": 1, "worker": 2}
+    status: dict[str, Any] = {
+        "conditions": [
+            {
+                "type": kind,
+                "status": value,
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": "2026-11-22T11:00:00Z",
+            }
+            for kind, (value, reason, message) in (conditions or {}).items()
+        ]
+    }
+    if flavor is not None:
+        status["admission"] = {
+            "clusterQueue": "cq",
+            "podSetAssignments": [
+                {"name": name, "flavors": {"cpu": flavor}, "count": n} for name, n in counts.items()
+            ],
+        }
+    return observe_workload(
+        {
+            "metadata": {
+                "name": workload_name(JOB),
+                "uid": "wl-uid",
+                "resourceVersion": "7",
+                "generation": 1,
+                "ownerReferences": [{"kind": "TFJob", "uid": JOB.uid, "controller": True}],
+            },
+            "spec": {"podSets": [{"name": k, "count": n} for k, n in counts.items()]},
+            "status": status,
+        }
+    )
+
+
+ADMITTED = {
+    "QuotaReserved": ("True", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
+    "Admitted": ("True", "Admitted", "The workload is admitted"),
+}
+
+
+def suspended(plan: Plan) -> dict[str, Any]:
+    assert plan.status is not None
+    return next(c for c in plan.status["conditions"] if c["type"] == "Suspended")
+
+
+def test_a_queued_job_makes_its_workload_and_creates_no_pod() -> None:
+    plan = decide(queued(), [], [], NOW)
+    body = plan.create_workload
+    assert body is not None
+    assert body["metadata"]["name"] == workload_name(JOB)
+    assert body["metadata"]["ownerReferences"][0]["uid"] == JOB.uid
+    assert body["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == JOB.uid
+    assert body["spec"]["queueName"] == "team"
+    sets = {s["name"]: s for s in body["spec"]["podSets"]}
+    assert {n: s["count"] for n, s in sets.items()} == {"chief": 1, "worker": 2}
+    container = sets["worker"]["template"]["spec"]["containers"][0]
+    assert container["resources"] == {"requests": {"cpu": "1"}}  # what Kueue counts
+    assert plan.create_pods == []
+    assert suspended(plan)["message"] == (
+        "TFJob ml/mnist is suspended: queued in Kueue's LocalQueue team until it is admitted."
+    )
+
+
+def test_a_workload_name_is_the_jobs_own_and_never_the_next_ones() -> None:
+    again = JobRef(JOB.namespace, JOB.name, "uid-2")
+    assert workload_name(JOB) != workload_name(again)
+    assert workload_name(JOB).startswith("tfjob-mnist-")
+
+
+def test_while_kueue_has_not_admitted_it_the_job_says_why() -> None:
+    refused = workload({"QuotaReserved": ("False", "Pending", "insufficient quota for cpu")})
+    plan = decide(queued(), [], [], NOW, None, [refused])
+    assert plan.create_workload is None
+    assert plan.create_pods == []
+    assert suspended(plan)["message"].endswith("Kueue: insufficient quota for cpu")
+
+
+def test_an_admitted_job_creates_its_pods_on_the_flavors_nodes() -> None:
+    waiting = decide(queued(), [], [], NOW).status
+    admitted = workload(ADMITTED, flavor="a100")
+    plan = decide(queued(waiting), [], [], NOW, None, [admitted], flavors={"a100": FLAVOR})
+    assert sorted(p["metadata"]["name"] for p in plan.create_pods) == [f"mnist-{k}" for k in PODS]
+    for created in plan.create_pods:
+        assert created["spec"]["nodeSelector"] == {"pool": "a100"}
+        assert created["spec"]["tolerations"] == list(FLAVOR.tolerations)
+    resumed = suspended(plan)
+    assert (resumed["status"], resumed["reason"]) == ("False", "TFJobResumed")
+
+
+def test_an_admission_whose_flavor_cannot_be_read_waits_and_says_so() -> None:
+    plan = decide(queued(), [], [], NOW, None, [workload(ADMITTED, flavor="gone")], flavors={})
+    assert plan.create_pods == []
+    assert suspended(plan)["message"].endswith(
+        f"Kueue: ResourceFlavor gone of Workload {workload_name(JOB)} cannot be read (absent, "
+        "or not readable by the operator)"
+    )
+
+
+def test_an_evicted_job_stops_then_gives_its_quota_back() -> None:
+    running = decide(
+        queued(), [], [], NOW, None, [workload(ADMITTED, flavor="a100")], flavors={"a100": FLAVOR}
+    ).status
+    evicted = workload(
+        {**ADMITTED, "Evicted": ("True", "Preempted", "Preempted to accommodate a workload")},
+        flavor="a100",
+    )
+    pods = [pod(SPEC, k) for k in PODS]
+    stopping = decide(queued(running), pods, [], NOW, None, [evicted])
+    assert sorted(d.name for d in stopping.delete_pods) == [f"mnist-{k}" for k in PODS]
+    assert stopping.patch_workload_status is None, "the quota stays until the pods are gone"
+    assert suspended(stopping)["message"] == (
+        "TFJob ml/mnist is suspended: Kueue took its admission back (Preempted: Preempted to "
+        "accommodate a workload); it is queued again once its pods are gone."
+    )
+
+    stopped = decide(queued(stopping.status), [], [], NOW, None, [evicted])
+    assert stopped.patch_workload_status is not None
+    target, patch = stopped.patch_workload_status
+    assert target.name == workload_name(JOB)
+    assert patch["metadata"] == {"resourceVersion": "7"}
+    assert patch["status"]["admission"] is None
+    written = {c["type"]: c for c in patch["status"]["conditions"]}
+    assert (written["QuotaReserved"]["status"], written["QuotaReserved"]["reason"]) == (
+        "False",
+        "Pending",
+    )
+    assert written["Requeued"]["status"] == "True", "a preempted Workload is queued again"
+    assert written["Admitted"]["status"] == "False"
+    assert written["Evicted"]["status"] == "True", "Kueue's own conditions are kept"
+    assert written["Admitted"]["lastTransitionTime"] == NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert stopped.create_pods == []
+
+
+def test_a_finished_job_marks_its_workload_finished() -> None:
+    status = {
+        "conditions": [
+            {"type": "Succeeded", "status": "True", "reason": "TFJobSucceeded", "message": "done"}
+        ]
+    }
+    plan = decide(queued(status), [], [], NOW, None, [workload(ADMITTED, flavor="a100")])
+    assert plan.patch_workload_status is not None
+    _, patch = plan.patch_workload_status
+    written = {c["type"]: c for c in patch["status"]["conditions"]}
+    assert (written["Finished"]["status"], written["Finished"]["reason"]) == ("True", "Succeeded")
+    assert written["Finished"]["message"] == "done"
+    assert written["QuotaReserved"]["status"] == "False"
+    finished = workload({**ADMITTED, "Finished": ("True", "Succeeded", "done")})
+    assert decide(queued(status), [], [], NOW, None, [finished]).patch_workload_status is None
+
+
+def test_changed_replicas_replace_the_workload() -> None:
+    grown = {"tfReplicaSpecs": {**SPEC["tfReplicaSpecs"], "Worker": replica_spec(3)}}
+    plan = decide(queued(spec=grown), [], [], NOW, None, [workload()])
+    assert [(w.name, why) for w, why in plan.delete_workloads] == [
+        (workload_name(JOB), "the replicas changed")
+    ]
+    assert plan.create_workload is None, "the new one waits until the old one is gone"
+
+
+def test_suspending_a_queued_job_leaves_the_queue() -> None:
+    paused = {**SPEC, "runPolicy": {"suspend": True}}
+    plan = decide(queued(spec=paused), [], [], NOW, None, [workload(ADMITTED, flavor="a100")])
+    assert [why for _, why in plan.delete_workloads] == ["the TFJob is suspended"]
+    assert suspended(plan)["message"] == "TFJob ml/mnist is suspended."
+
+
+def test_a_kubeflow_job_is_left_to_kueues_own_integration() -> None:
+    kubeflow = JobRef(JOB.namespace, JOB.name, JOB.uid, KUBEFLOW)
+    plan = decide(queued(ref=kubeflow), [], [], NOW)
+    assert plan.create_workload is None
+    assert len(plan.create_pods) == 3, "Kueue's webhook suspends it, not the operator"
+
+
+def test_a_flavor_is_read_with_its_node_labels_and_tolerations() -> None:
+    read = observe_flavor({"spec": {"nodeLabels": {"pool": "a100"}, "tolerations": []}})
+    assert read == FlavorObservation({"pool": "a100"}, ())
