@@ -414,8 +414,8 @@ def test_a_queued_job_makes_its_workload_first_and_its_pods_once_admitted() -> N
     assert harness.calls("create pod") == []
     created = next(e for e in harness.writes.events if e["reason"] == "SuccessfulCreateWorkload")
     assert created["message"] == (
-        f"Created Workload {workload_name(JOB)} in LocalQueue team: the job runs once Kueue "
-        "admits it"
+        f"Created Workload {workload_name(JOB)} (kueue.x-k8s.io/v1beta1) in LocalQueue team: "
+        "the job runs once Kueue admits it"
     )
 
     harness.writes.flavors["a100"] = FlavorObservation({"pool": "a100"}, ())

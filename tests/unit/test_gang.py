@@ -262,8 +262,11 @@ def test_the_controller_creates_the_pod_group_before_any_pod() -> None:
     creates = [c for c in harness.writes.calls if c[0] in ("create podgroup", "create pod")]
     assert creates[0] == ("create podgroup", "mnist")
     assert sorted(c[1] for c in creates[1:]) == ["mnist-worker-0", "mnist-worker-1"]
-    reasons = [e["reason"] for e in harness.writes.events]
-    assert "SuccessfulCreatePodGroup" in reasons
+    (event,) = [e for e in harness.writes.events if e["reason"] == "SuccessfulCreatePodGroup"]
+    assert event["message"] == (
+        "Created PodGroup mnist (scheduling.x-k8s.io/v1alpha1) for its 2 pods: "
+        "they are placed together"
+    )
 
 
 def test_no_pod_is_created_when_the_pod_group_api_is_not_served() -> None:

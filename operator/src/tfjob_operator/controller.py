@@ -18,7 +18,7 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Collection, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Protocol
@@ -362,25 +362,16 @@ class Controller:
             workload, patch = plan.patch_workload_status
             await self.writes.patch_workload_status(namespace, workload, patch)
         body = plan.create_workload
-        if body is None:
-            return
-        try:
-            created = await self.writes.create_workload(namespace, body)
-        except ApiError as error:
-            message = str(error)
-            if error.status == 404:
-                message = (
-                    f"{body['apiVersion']} is not served: is Kueue installed? The job waits "
-                    f"for its Workload ({message})"
-                )
-            self._record(job, Event(WARNING, "FailedCreateWorkload", message))
-            raise
-        if created:
-            message = (
-                f"Created Workload {body['metadata']['name']} in LocalQueue "
-                f"{body['spec']['queueName']}: the job runs once Kueue admits it"
+        if body is not None:
+            await self._create_prerequisite(
+                job,
+                body,
+                self.writes.create_workload,
+                missing="is Kueue installed? The job waits for its Workload",
+                created=(
+                    f"in LocalQueue {body['spec']['queueName']}: the job runs once Kueue admits it"
+                ),
             )
-            self._record(job, Event(NORMAL, "SuccessfulCreateWorkload", message))
 
     async def _apply_pod_groups(self, job: JobView, plan: Plan) -> None:
         """The plan's PodGroup writes, done before its pods are created (gang.py)."""
@@ -393,27 +384,40 @@ class Controller:
             group, patch = plan.patch_pod_group
             await self.writes.patch_pod_group(namespace, group, patch)
         body = plan.create_pod_group
-        if body is None:
-            return
-        name = body["metadata"]["name"]
+        if body is not None:
+            await self._create_prerequisite(
+                job,
+                body,
+                self.writes.create_pod_group,
+                missing="is its gang scheduler installed? The job's pods wait for their PodGroup",
+                created=f"for its {body['spec']['minMember']} pods: they are placed together",
+            )
+
+    async def _create_prerequisite(
+        self,
+        job: JobView,
+        body: Mapping[str, Any],
+        create: Callable[[str, Mapping[str, Any]], Awaitable[bool]],
+        *,
+        missing: str,
+        created: str,
+    ) -> None:
+        """Creates an object the job's pods wait for (a Kueue Workload, a PodGroup) and says
+        so in an event. A failure is an event too, and raised: the job is tried again with
+        backoff. `missing` says what to check when the object's API is not served; `created`
+        ends the event of an object created."""
+        kind, name = body["kind"], body["metadata"]["name"]
         try:
-            created = await self.writes.create_pod_group(namespace, body)
+            made = await create(job.ref.namespace, body)
         except ApiError as error:
             message = str(error)
             if error.status == 404:
-                message = (
-                    f"{body['apiVersion']} is not served: is its gang scheduler installed? "
-                    f"The job's pods wait for their PodGroup ({message})"
-                )
-            self._record(job, Event(WARNING, "FailedCreatePodGroup", message))
+                message = f"{body['apiVersion']} is not served: {missing} ({message})"
+            self._record(job, Event(WARNING, f"FailedCreate{kind}", message))
             raise
-        if created:
-            spec = body["spec"]
-            message = (
-                f"Created PodGroup {name} ({body['apiVersion']}): its {spec['minMember']} pods "
-                "are placed together"
-            )
-            self._record(job, Event(NORMAL, "SuccessfulCreatePodGroup", message))
+        if made:
+            message = f"Created {kind} {name} ({body['apiVersion']}) {created}"
+            self._record(job, Event(NORMAL, f"SuccessfulCreate{kind}", message))
 
     async def _apply_children(
         self,
