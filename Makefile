@@ -20,10 +20,11 @@ PYTEST_ARGS ?=
 # not the host's /tmp.
 PYTEST := mkdir -p $(TFJOB_CACHE)/tmp && TMPDIR=$(TFJOB_CACHE)/tmp $(BIN)/pytest
 BENCH_ARGS ?=
+CHAOS_ARGS ?=
 DEMO_ARGS ?=
 IMAGES_ARGS ?=
 
-.PHONY: help env binaries images test lint format typecheck unit integration e2e demo cluster cluster-down bench e2e-kind crd manifests examples generated-check clean
+.PHONY: help env binaries images test lint format typecheck unit integration e2e demo cluster cluster-down bench chaos e2e-kind crd manifests examples generated-check clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -56,7 +57,7 @@ format: env ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-typecheck: env ## mypy, strict, on the operator, the trainer, the local cluster and the bench
+typecheck: env ## mypy, strict, on the operator, the trainer, the local cluster, the bench and the chaos harness
 	$(BIN)/mypy
 
 test: env binaries images lint typecheck ## Everything that runs here: lint, types, unit, integration, e2e
@@ -90,6 +91,9 @@ demo: env binaries images ## The main job: local cluster, operator, MWMS and PSS
 
 bench: env binaries ## Control-plane benchmark: N = 100, 500, 1000 TFJobs on kwok nodes against the API server's floor
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+chaos: env binaries images ## Faults: 30 TFJobs while the operator, API server, etcd, kubelet and containerd are killed, paused, restarted; nothing may be lost (CHAOS_ARGS)
+	$(BIN)/python -m chaos $(CHAOS_ARGS)
 
 e2e-kind: env binaries images ## The e2e scenarios on a kind cluster (the project's node image and Docker engine where the machine has none)
 	$(PYTEST) tests/e2e --backends kind $(PYTEST_ARGS)

@@ -20,13 +20,16 @@ import aiohttp
 import orjson
 
 from tfjob_operator.connection import load_connection
-from tfjob_operator.kube import JSON, ApiError
+from tfjob_operator.kube import JSON, ApiError, unavailable
 
 Obj = dict[str, Any]
 #: Called with the watch event type (ADDED, MODIFIED, DELETED) and the object, or with
 #: SYNCED and the whole listing after a listing's items have been delivered as ADDED.
 EventHandler = Callable[[str, Obj], None]
 SYNCED = "SYNCED"
+#: Called with this and {"error": ...} when a watch that outlasts outages could not go on.
+OUTAGE = "OUTAGE"
+OUTAGE_RETRY_SECONDS = 0.5
 
 #: Longest wait for one request (a watch has none).
 REQUEST_SECONDS = 120
@@ -101,25 +104,40 @@ class ApiClient:
         return reply
 
     async def watch(
-        self, path: str, handler: EventHandler, synced: asyncio.Event | None = None
+        self,
+        path: str,
+        handler: EventHandler,
+        synced: asyncio.Event | None = None,
+        *,
+        outlast_outages: bool = False,
     ) -> None:
         """Lists `path`, then watches it until cancelled; every object goes to `handler`.
 
         The listing arrives as ADDED events, then as one SYNCED event (objects deleted while
         no watch ran are absent from it); `synced` is set once it has been delivered. A
         watch the server ends is resumed from the last resourceVersion, and an expired one
-        (410 Gone) starts over from a fresh listing.
+        (410 Gone) starts over from a fresh listing. With `outlast_outages`, an API server
+        that cannot be reached or answers 429 or 5xx is tried again every
+        OUTAGE_RETRY_SECONDS, each failure going to `handler` as an OUTAGE event; otherwise
+        the error propagates.
         """
+        version: str | None = None
         while True:
-            listing = await self.request("GET", path)
-            for item in listing.get("items") or []:
-                handler("ADDED", item)
-            handler(SYNCED, listing)
-            if synced is not None:
-                synced.set()
-            version = listing["metadata"]["resourceVersion"]
-            while version is not None:
+            try:
+                if version is None:
+                    listing = await self.request("GET", path)
+                    for item in listing.get("items") or []:
+                        handler("ADDED", item)
+                    handler(SYNCED, listing)
+                    if synced is not None:
+                        synced.set()
+                    version = listing["metadata"]["resourceVersion"]
                 version = await self._watch_from(path, version, handler)
+            except (aiohttp.ClientError, OSError, ApiError) as error:
+                if not (outlast_outages and unavailable(error)):
+                    raise
+                handler(OUTAGE, {"error": str(error) or type(error).__name__})
+                await asyncio.sleep(OUTAGE_RETRY_SECONDS)
 
     async def _watch_from(self, path: str, version: str, handler: EventHandler) -> str | None:
         """Streams one watch; returns where to resume, or None when a new listing is due."""

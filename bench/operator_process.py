@@ -109,6 +109,11 @@ class OperatorProcess:
             f"last lines of {self.log_path}:\n{self.process.tail()}"
         )
 
+    def answers(self) -> bool:
+        """Whether the ready URL answers 200 (True if there is none)."""
+        url = self._fill(self.command.ready_url)
+        return url is None or _answers(url)
+
     def check(self) -> None:
         if not self.process.running():
             raise OperatorError(

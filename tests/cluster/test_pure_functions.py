@@ -4,14 +4,25 @@ files, its private mounts, kernel settings, cgroups, image inputs, addresses."""
 from __future__ import annotations
 
 import ipaddress
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 import tomli_w
 import yaml
 
-from tfjob_localcluster import addons, capabilities, cgroups, images, kueue, network, private_run
+from tfjob_localcluster import (
+    addons,
+    capabilities,
+    cgroups,
+    images,
+    kueue,
+    network,
+    private_run,
+    procs,
+)
 from tfjob_localcluster.binaries import (
     HACK,
     Binaries,
@@ -277,3 +288,18 @@ def test_a_private_run_command_enters_a_mount_namespace_then_this_module() -> No
     assert plain[4:] == ["-m", "tfjob_localcluster.private_run", "dockerd", "--data-root=/d"]
     overlaid = private_run.command(["kueue"], Path("/state/etc"))
     assert overlaid[-2:] == ["--etc-upper=/state/etc", "kueue"]
+
+
+def test_children_named_finds_a_child_by_its_command_name_until_it_exits() -> None:
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        deadline = time.monotonic() + 5  # until the child has exec'd sleep
+        while not (found := procs.children_named(os.getpid(), "sleep")):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert [identity.pid for identity in found] == [child.pid]
+        assert procs.children_named(os.getpid(), "kubelet") == []
+    finally:
+        child.kill()
+        child.wait()
+    assert procs.children_named(os.getpid(), "sleep") == []

@@ -10,13 +10,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tfjob_operator.api import JobRef
 from tfjob_operator.connection import Connection, TokenSource
-from tfjob_operator.kube import Api, Kube
+from tfjob_operator.kube import Api, ApiError, Kube, unavailable
 
 pytestmark = pytest.mark.unit
 
@@ -117,3 +118,13 @@ def test_clean_up_and_events_wait_while_a_decision_is_in_flight() -> None:
 
     server = run(scenario, max_in_flight=8)
     assert sorted(server.arrived[2:]) == ["DELETE pods", "POST events"]
+
+
+def test_an_api_server_down_or_restarting_is_unavailable_a_refusal_is_not() -> None:
+    assert unavailable(ApiError(503, "get pods", b'{"message": "etcd unavailable"}'))
+    assert unavailable(ApiError(429, "get pods", b'{"message": "too many requests"}'))
+    assert unavailable(ConnectionRefusedError(111, "Connection refused"))
+    assert unavailable(aiohttp.ServerDisconnectedError())
+    assert not unavailable(ApiError(403, "create pod", b'{"message": "forbidden"}'))
+    assert not unavailable(ApiError(422, "create pod", b'{"message": "invalid"}'))
+    assert not unavailable(KeyError("spec"))

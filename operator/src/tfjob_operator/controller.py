@@ -28,7 +28,7 @@ from .api import JobRef
 from .decide import Deletion, JobView, Plan, decide, decide_name_taken, name_order
 from .events import NORMAL, WARNING, Event, event_object
 from .gang import USUAL_GANG_SCHEDULERS, GangSchedulers
-from .kube import ApiError
+from .kube import ApiError, unavailable
 from .limits import CONCURRENT_RECONCILES
 from .mergepatch import merge_patch
 from .metrics import Metrics
@@ -561,13 +561,21 @@ class _JobWorker:
             try:
                 async with self.controller.reconcile_slots:
                     outcome = await self.controller.reconcile(self.key)
-            except Exception:
+            except Exception as error:
                 errors += 1
                 delay = error_backoff(errors)
                 self.controller.metrics.reconcile_errors.inc()
-                logger.exception(
-                    "reconcile of tfjob %s/%s failed; retrying in %.0fs", *self.key, delay
-                )
+                if unavailable(error):
+                    logger.warning(
+                        "reconcile of tfjob %s/%s failed: %s; retrying in %.0fs",
+                        *self.key,
+                        error,
+                        delay,
+                    )
+                else:
+                    logger.exception(
+                        "reconcile of tfjob %s/%s failed; retrying in %.0fs", *self.key, delay
+                    )
                 continue
             errors = 0
             if isinstance(outcome, _Gone):

@@ -62,6 +62,14 @@ class ApiError(RuntimeError):
         return self.status == 403 and NAMESPACE_TERMINATING in self.causes
 
 
+def unavailable(error: BaseException) -> bool:
+    """Whether `error` means the API server could not be reached or could not serve (it is
+    down or restarting, or its etcd is): worth trying again later, not a traceback."""
+    if isinstance(error, ApiError):
+        return error.status == 429 or error.status >= 500
+    return isinstance(error, aiohttp.ClientError | OSError)
+
+
 def raise_for(status: int, what: str, payload: bytes) -> None:
     if not 200 <= status < 300:
         raise ApiError(status, what, payload)

@@ -44,7 +44,7 @@ from tfjob_localcluster.controlplane import (
 from tfjob_localcluster.images import COREDNS, NODE_IMAGES, PAUSE, ImageStore
 from tfjob_localcluster.node.config import NodeConfig
 from tfjob_localcluster.noderuntime import NodeRuntime
-from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity
+from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity, children_named
 from tfjob_localcluster.registry import Registry, Slot
 from tfjob_localcluster.rest import RestError
 
@@ -185,6 +185,26 @@ class LocalCluster:
                 f"the node exited; last lines of {self.node_process.log_path}:\n"
                 f"{self.node_process.tail()}"
             )
+
+    def restart_node_component(self, name: str, timeout: float = 30) -> None:
+        """SIGKILLs one of the node's components (containerd, kubelet, kube-proxy), as a
+        crash; returns once the node's init has started it again (node/supervisor.py).
+        Containers outlive both containerd and the kubelet. For fault injection (chaos/)."""
+        if self.node_init is None or not self.node_init.alive():
+            raise ClusterError("the cluster's node is not running")
+        running = children_named(self.node_init.pid, name)
+        if len(running) != 1:
+            raise ClusterError(f"expected one {name} on the node, found {len(running)}")
+        old = running[0]
+        os.kill(old.pid, signal.SIGKILL)
+        deadline = time.monotonic() + timeout
+        while [old] == (now := children_named(self.node_init.pid, name)) or not now:
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"the node did not start {name} again within {timeout:.0f}s; see "
+                    f"{self.logs_dir}"
+                )
+            time.sleep(0.1)
 
     def load_images(self, references: Iterable[str]) -> None:
         """Imports images built by `make images` into the node (skips those it has)."""

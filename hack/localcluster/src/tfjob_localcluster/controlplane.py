@@ -16,7 +16,7 @@ import ipaddress
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -84,6 +84,8 @@ class _Component:
     ready: Callable[[], bool] = lambda: False
     attempts: int = 0
     url: str = ""
+    #: The ports it was last launched on.
+    ports: list[int] = field(default_factory=list)
 
 
 def free_port(host: str) -> int:
@@ -124,6 +126,7 @@ class ControlPlane:
         )
         self.api_url = ""
         self._processes: list[ManagedProcess] = []
+        self._components: dict[str, _Component] = {}
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -179,6 +182,30 @@ class ControlPlane:
     def processes(self) -> list[ManagedProcess]:
         return list(self._processes)
 
+    def restart(self, name: str, *, down_seconds: float = 0.0, timeout: float = 60) -> None:
+        """SIGKILLs one component and, `down_seconds` later, starts it again with the same
+        flags, ports and data, as a node's kubelet restarts a crashed static pod; returns
+        once it is ready again. For fault injection (chaos/)."""
+        component = self._components[name]
+        old = component.process
+        assert old is not None
+        old.kill()
+        time.sleep(down_seconds)
+        component.process = self._spawn(name, component.argv_for(component.ports))
+        # Keep the start order, which stop() reverses.
+        self._processes.remove(component.process)
+        self._processes[self._processes.index(old)] = component.process
+        deadline = time.monotonic() + timeout
+        while not component.ready():
+            if not component.process.running():
+                raise ControlPlaneError(
+                    f"{name} exited after its restart; last lines of "
+                    f"{component.process.log_path}:\n{component.process.tail()}"
+                )
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(f"{name} not ready {timeout:.0f}s after its restart")
+            time.sleep(0.1)
+
     # --- certificates and kubeconfigs ------------------------------------------------
 
     def client_kubeconfig(self, name: str, user: str, groups: tuple[str, ...] = ()) -> Path:
@@ -211,6 +238,7 @@ class ControlPlane:
         its port is restarted on fresh ports.
         """
         for component in components:
+            self._components[component.name] = component
             self._launch(component)
         pending = list(components)
         while pending:
@@ -234,6 +262,7 @@ class ControlPlane:
         ports = [free_port(component.host) for _ in range(component.port_count)]
         if component.preferred and component.attempts == 0:
             ports = component.preferred
+        component.ports = ports
         component.process = self._spawn(component.name, component.argv_for(ports))
         component.ready = component.ready_for(ports)
         component.attempts += 1

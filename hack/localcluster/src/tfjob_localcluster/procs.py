@@ -89,6 +89,23 @@ def process_table() -> list[ProcessEntry]:
     return table
 
 
+def children_named(parent: int, name: str) -> list[ProcessIdentity]:
+    """Live children of `parent` whose command name (/proc/<pid>/comm) is `name`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            comm = (entry / "comm").read_text().strip()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if comm == name and int(fields[1]) == parent and fields[0] not in ("Z", "X"):
+            found.append(ProcessIdentity(int(entry.name), int(fields[19])))
+    return found
+
+
 @dataclass(frozen=True)
 class _Stat:
     pgid: int
@@ -188,6 +205,14 @@ class ManagedProcess:
             deadline = time.monotonic() + grace
             while self.running() and time.monotonic() < deadline:
                 time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait()
+
+    def kill(self) -> None:
+        """SIGKILL to the group at once, as a crash: nothing gets to shut down cleanly."""
+        if self.popen is None or self.popen.returncode is not None:
+            return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.popen.pid, signal.SIGKILL)
         self.popen.wait()

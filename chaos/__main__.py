@@ -1,0 +1,5 @@
+import sys
+
+from chaos.cli import main
+
+sys.exit(main())

@@ -1,0 +1,238 @@
+"""One chaos run: a local cluster, the operator, the jobs, the faults, the verdict.
+
+The main thread starts every process (their parent-death signal is bound to it: a
+process started from a worker thread would die with that thread) and injects the faults;
+the journal's watches and the jobs' submissions run in the watcher's thread. Once the
+faults are over, the run waits until every job shows a terminal state (or `settle_seconds`
+have passed), then deletes the jobs and lists what is left of their pods and services.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.operator_process import (
+    DEFAULT_COMMAND,
+    DEFAULT_METRICS_URL,
+    DEFAULT_READY_URL,
+    ERROR_LINE,
+    OperatorCommand,
+    OperatorProcess,
+)
+from bench.promtext import counters
+from chaos.faults import Fault, Injector, schedule
+from chaos.journal import Journal, Watcher
+from chaos.verdict import TERMINAL, OperatorFigures, Verdict, judge
+from chaos.workload import plan_jobs
+from tfjob_localcluster.cluster import LocalCluster
+from tfjob_localcluster.images import BUSYBOX
+from tfjob_localcluster.rest import Rest, RestError
+from tfjob_operator.api import PLURAL, TFJOB_DEV
+
+ROOT = Path(__file__).resolve().parents[1]
+CRD = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
+NAMESPACE = "chaos"
+OPERATOR_READY_SECONDS = 60
+CLEANUP_SECONDS = 120
+
+
+class ChaosError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    jobs: int = 30
+    faults_per_kind: int = 3
+    seed: int = 1
+    #: Jobs are submitted at random moments within this many seconds of the start.
+    submit_within: float = 300.0
+    #: Quiet seconds before each fault, drawn from this range.
+    gap: tuple[float, float] = (5.0, 20.0)
+    #: How long, after the last fault, every job has to show a terminal state.
+    settle_seconds: float = 240.0
+
+
+class ChaosOperator:
+    """The operator under test, started again after each kill; its counters are read
+    before each kill and at the end, and summed."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
+        command = OperatorCommand(DEFAULT_COMMAND, DEFAULT_READY_URL, DEFAULT_METRICS_URL)
+        self.process = OperatorProcess(command, kubeconfig, log_path, user="admin")
+        self.starts = 0
+        self.counted: Counter[str] = Counter()
+
+    def start(self) -> None:
+        self.process.start()
+        self.starts += 1
+        deadline = time.monotonic() + OPERATOR_READY_SECONDS
+        while not self.process.answers():
+            self.process.check()
+            if time.monotonic() > deadline:
+                raise ChaosError(
+                    f"the operator did not answer on its health port in "
+                    f"{OPERATOR_READY_SECONDS}s; last lines of its log:\n"
+                    f"{self.process.process.tail()}"
+                )
+            time.sleep(0.2)
+
+    def kill(self) -> None:
+        self._collect()
+        self.process.process.kill()
+
+    def pid(self) -> int:
+        pid = self.process.process.pid
+        if pid is None:
+            raise ChaosError("the operator is not running")
+        return pid
+
+    def stop(self) -> None:
+        self._collect()
+        self.process.stop()
+
+    def figures(self) -> OperatorFigures:
+        restarts: Counter[str] = Counter()
+        for key, value in self.counted.items():
+            if key.startswith("tfjob_operator_watch_restarts_total{"):
+                cause = key.partition("cause=")[2].split(",")[0].rstrip("}")
+                restarts[cause] += value
+        lines = self.process.log_lines()
+        return OperatorFigures(
+            starts=self.starts,
+            reconcile_errors=self.counted["tfjob_operator_reconcile_errors_total"],
+            watch_restarts=dict(restarts),
+            error_lines=sum(1 for line in lines if ERROR_LINE.search(line)),
+        )
+
+    def _collect(self) -> None:
+        if self.process.process.running():
+            self.counted.update(counters(self.process.metrics(), "tfjob_operator_"))
+
+
+def run(settings: Settings, state_dir: Path, say: Callable[[str], None]) -> Verdict:
+    with LocalCluster(state_dir / "cluster", say=say) as cluster:
+        cluster.load_images([BUSYBOX])
+        assert cluster.control_plane is not None
+        rest = cluster.control_plane.rest()
+        _install(cluster, rest)
+        operator = ChaosOperator(cluster.kubeconfig, state_dir / "operator.log")
+        operator.start()
+        try:
+            return _run(settings, cluster, rest, operator, say)
+        finally:
+            operator.stop()
+
+
+def _install(cluster: LocalCluster, rest: Rest) -> None:
+    done = subprocess.run(
+        cluster.kubectl_command("apply", "--server-side", "--force-conflicts", "-f", str(CRD)),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ChaosError(f"kubectl apply -f {CRD}: {done.stderr.strip()}")
+    rest.create_or_replace(
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+    )
+    deadline = time.monotonic() + 60
+    paths = (
+        f"{TFJOB_DEV.path}/namespaces/{NAMESPACE}/{PLURAL}",
+        f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default",
+    )
+    while not all(rest.ok(path) for path in paths):
+        if time.monotonic() > deadline:
+            raise ChaosError(f"not served 60 s after install: {' or '.join(paths)}")
+        time.sleep(0.2)
+
+
+def _run(
+    settings: Settings,
+    cluster: LocalCluster,
+    rest: Rest,
+    operator: ChaosOperator,
+    say: Callable[[str], None],
+) -> Verdict:
+    assert cluster.control_plane is not None
+    clock = time.monotonic()
+    jobs = plan_jobs(settings.jobs, settings.submit_within, settings.seed)
+    journal = Journal()
+    watcher = Watcher(cluster.kubeconfig, NAMESPACE, journal, clock)
+    watcher.start([(job.submit_at, job.manifest(NAMESPACE)) for job in jobs])
+    injector = Injector(operator, cluster)
+    faults: list[Fault] = []
+    try:
+        for planned in schedule(settings.faults_per_kind, settings.gap, settings.seed):
+            _wait(planned.gap, watcher.check)
+            say(f"{planned.kind} ({planned.down:.1f} s down)")
+            faults.append(injector.inject(planned, clock))
+        say(f"faults done; waiting up to {settings.settle_seconds:.0f} s for every job to end")
+        deadline = time.monotonic() + settings.settle_seconds
+        while not _all_ended(journal, [job.name for job in jobs]):
+            watcher.check()
+            if time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        leftovers = _delete_all(rest)
+    finally:
+        watcher.stop()
+    operator.stop()
+    return judge(
+        jobs,
+        journal.snapshot(),
+        faults,
+        leftovers,
+        operator.figures(),
+        {
+            resource: {"outages": journal.outages[resource], "relists": journal.relists[resource]}
+            for resource in ("tfjobs", "pods", "services")
+        },
+        time.monotonic() - clock,
+    )
+
+
+def _wait(seconds: float, check: Callable[[], None]) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        check()
+        time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+
+
+def _all_ended(journal: Journal, names: list[str]) -> bool:
+    states = journal.job_states()
+    return all(states.get(name) in TERMINAL for name in names)
+
+
+def _delete_all(rest: Rest) -> dict[str, list[str]]:
+    """Deletes every TFJob of the run; returns the pods and services still there after
+    CLEANUP_SECONDS."""
+    rest.request(
+        "DELETE",
+        f"{TFJOB_DEV.path}/namespaces/{NAMESPACE}/{PLURAL}?propagationPolicy=Background",
+    )
+    deadline = time.monotonic() + CLEANUP_SECONDS
+    while True:
+        try:
+            left = {
+                kind: [
+                    item["metadata"]["name"]
+                    for item in rest.request("GET", f"/api/v1/namespaces/{NAMESPACE}/{kind}")[
+                        "items"
+                    ]
+                ]
+                for kind in ("pods", "services")
+            }
+        except (RestError, OSError) as error:
+            if time.monotonic() > deadline:
+                raise ChaosError(f"could not list what the jobs left: {error}") from error
+        else:
+            if not any(left.values()) or time.monotonic() > deadline:
+                return left
+        time.sleep(1)

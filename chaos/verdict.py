@@ -1,0 +1,280 @@
+"""The checks: what the journal shows against what the jobs' replicas imply. Pure.
+
+- every job ends in the state its leader's script implies, with the restartCount of the
+  retryable failures it was given (`JobResult`);
+- a terminal state, once shown, is never shown otherwise later (`lost_terminal_states`);
+- no pod is created for a replica after a pod of it succeeded (`reruns_after_success`);
+- no replica has two pods of one generation (`duplicate_pods`): two live pods of one
+  replica, or a replica re-created within its generation;
+- nothing is left once the jobs are deleted (`leftovers`, listed by the harness).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+from chaos.faults import Fault, FaultKind
+from chaos.journal import Seen
+from chaos.workload import ChaosJob
+
+TERMINAL: Final = ("Succeeded", "Failed")
+POD_ENDED: Final = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class JobResult:
+    name: str
+    outcome: str
+    expected_state: str
+    state: str
+    expected_restarts: int
+    restarts: int
+    #: Seconds from its leader's last exit (its container's exit code shown) to its
+    #: terminal state shown, both as watched; None if either was not seen.
+    lag: float | None
+    #: The faults under way between the two.
+    faults_during_lag: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return (self.state, self.restarts) == (self.expected_state, self.expected_restarts)
+
+
+@dataclass(frozen=True)
+class OperatorFigures:
+    """The operator's own account, summed over its incarnations."""
+
+    starts: int
+    reconcile_errors: float
+    #: tfjob_operator_watch_restarts_total by cause (resume, relist, error).
+    watch_restarts: dict[str, float]
+    error_lines: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    jobs: list[JobResult]
+    lost_terminal_states: list[dict[str, Any]]
+    reruns_after_success: list[dict[str, Any]]
+    duplicate_pods: list[dict[str, Any]]
+    leftovers: dict[str, list[str]]
+    faults: list[Fault]
+    operator: OperatorFigures
+    #: The harness's own watches: outages outlasted and relists, per resource.
+    coverage: dict[str, dict[str, int]]
+    wall_seconds: float
+
+    @property
+    def wrong_jobs(self) -> list[JobResult]:
+        return [job for job in self.jobs if not job.ok]
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            self.wrong_jobs
+            or self.lost_terminal_states
+            or self.reruns_after_success
+            or self.duplicate_pods
+            or any(self.leftovers.values())
+        )
+
+    def fault_counts(self) -> dict[str, int]:
+        return {kind.value: sum(f.kind is kind for f in self.faults) for kind in FaultKind}
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "wall_seconds": self.wall_seconds,
+            "fault_counts": self.fault_counts(),
+            "faults": [f.as_json() for f in self.faults],
+            "jobs": [{**asdict(job), "ok": job.ok} for job in self.jobs],
+            "wrong_jobs": [job.name for job in self.wrong_jobs],
+            "lost_terminal_states": self.lost_terminal_states,
+            "reruns_after_success": self.reruns_after_success,
+            "duplicate_pods": self.duplicate_pods,
+            "leftovers": self.leftovers,
+            "operator": asdict(self.operator),
+            "coverage": self.coverage,
+        }
+
+    def table(self) -> str:
+        lags = [job.lag for job in self.jobs if job.lag is not None]
+        slowest = max(
+            (job for job in self.jobs if job.lag is not None),
+            key=lambda job: job.lag or 0.0,
+            default=None,
+        )
+        counts = ", ".join(f"{kind} {n}" for kind, n in self.fault_counts().items())
+        by_outcome: dict[str, int] = defaultdict(int)
+        for job in self.jobs:
+            by_outcome[job.outcome] += 1
+        rows = [
+            ("faults", f"{counts}; {self.wall_seconds:.0f} s of wall time"),
+            ("jobs", ", ".join(f"{n} {outcome}" for outcome, n in by_outcome.items())),
+            ("jobs not in their expected state", _names(j.name for j in self.wrong_jobs)),
+            ("terminal states lost", _count(self.lost_terminal_states)),
+            ("pods re-run after success", _count(self.reruns_after_success)),
+            ("duplicate pods (replica, generation)", _count(self.duplicate_pods)),
+            (
+                "restartCount not as injected",
+                _names(j.name for j in self.jobs if j.restarts != j.expected_restarts),
+            ),
+            (
+                "left after deletion",
+                ", ".join(f"{len(v)} {k}" for k, v in self.leftovers.items()),
+            ),
+        ]
+        if lags:
+            assert slowest is not None
+            during = ", ".join(slowest.faults_during_lag) or "no fault"
+            rows.append(
+                (
+                    "leader exit → job state",
+                    f"p50 {statistics.median(lags):.1f} s, max {max(lags):.1f} s "
+                    f"({slowest.name}, {during})",
+                )
+            )
+        op = self.operator
+        restarts = ", ".join(f"{k} {v:g}" for k, v in sorted(op.watch_restarts.items()))
+        rows += [
+            (
+                "operator",
+                f"{op.starts} starts, {op.reconcile_errors:g} reconcile errors, "
+                f"watch restarts: {restarts or 'none'}, {op.error_lines} error lines",
+            ),
+            (
+                "harness watches",
+                "; ".join(
+                    f"{resource}: {c['outages']} outages, {c['relists']} relists"
+                    for resource, c in self.coverage.items()
+                ),
+            ),
+        ]
+        width = max(len(label) for label, _ in rows)
+        verdict = "PASS" if self.ok else "FAIL"
+        return "\n".join([*(f"{label:<{width}}  {value}" for label, value in rows), verdict])
+
+
+def _count(found: Sequence[object]) -> str:
+    return str(len(found))
+
+
+def _names(names: Any) -> str:
+    listed = list(names)
+    return f"{len(listed)}" + (f" ({', '.join(listed)})" if listed else "")
+
+
+def judge(
+    jobs: Sequence[ChaosJob],
+    records: Sequence[Seen],
+    faults: Sequence[Fault],
+    leftovers: Mapping[str, list[str]],
+    operator: OperatorFigures,
+    coverage: Mapping[str, Mapping[str, int]],
+    wall_seconds: float,
+) -> Verdict:
+    return Verdict(
+        jobs=[job_result(job, records, faults) for job in jobs],
+        lost_terminal_states=lost_terminal_states(records),
+        reruns_after_success=reruns_after_success(records),
+        duplicate_pods=duplicate_pods(records),
+        leftovers={kind: sorted(names) for kind, names in leftovers.items()},
+        faults=list(faults),
+        operator=operator,
+        coverage={resource: dict(c) for resource, c in coverage.items()},
+        wall_seconds=round(wall_seconds, 1),
+    )
+
+
+def job_result(job: ChaosJob, records: Sequence[Seen], faults: Sequence[Fault]) -> JobResult:
+    mine = [r for r in records if r.resource == "tfjobs" and r.name == job.name]
+    last = mine[-1] if mine else None
+    settled = next((r.at for r in mine if r.state == job.expected_state), None)
+    leader = f"{job.name}-worker-0"
+    ends = [r for r in records if r.resource == "pods" and r.name == leader and _exited(r)]
+    lag = None
+    during: list[str] = []
+    if ends and settled is not None:
+        final = max(ends, key=lambda r: int(r.generation or 0)).generation
+        ended = min(r.at for r in ends if r.generation == final)
+        lag = round(settled - ended, 3)
+        during = [f.kind.value for f in faults if f.began < settled and f.ended > ended]
+    return JobResult(
+        name=job.name,
+        outcome=job.outcome.value,
+        expected_state=job.expected_state,
+        state=last.state if last else "(never seen)",
+        expected_restarts=job.expected_restarts,
+        restarts=last.restarts if last else 0,
+        lag=lag,
+        faults_during_lag=during,
+    )
+
+
+def _exited(pod: Seen) -> bool:
+    return pod.exit_code is not None or pod.state in POD_ENDED
+
+
+def lost_terminal_states(records: Sequence[Seen]) -> list[dict[str, Any]]:
+    """Each TFJob shown with another state after it was shown Succeeded or Failed."""
+    terminal: dict[str, Seen] = {}
+    lost = []
+    for r in records:
+        if r.resource != "tfjobs" or r.event == "DELETED":
+            continue
+        first = terminal.get(r.uid)
+        if first is None:
+            if r.state in TERMINAL:
+                terminal[r.uid] = r
+        elif r.state != first.state:
+            lost.append(
+                {
+                    "job": r.name,
+                    "was": first.state,
+                    "at": first.at,
+                    "then": r.state,
+                    "then_at": r.at,
+                }
+            )
+    return lost
+
+
+def reruns_after_success(records: Sequence[Seen]) -> list[dict[str, Any]]:
+    """Pods first seen for a replica (a pod name) after a pod of it was seen succeed."""
+    succeeded: dict[str, float] = {}
+    known: set[str] = set()
+    reruns = []
+    for r in records:
+        if r.resource != "pods":
+            continue
+        if r.uid not in known:
+            known.add(r.uid)
+            if r.name in succeeded:
+                reruns.append(
+                    {
+                        "pod": r.name,
+                        "generation": r.generation,
+                        "at": r.at,
+                        "succeeded_at": succeeded[r.name],
+                    }
+                )
+        if r.state == "Succeeded" or r.exit_code == 0:
+            succeeded.setdefault(r.name, r.at)
+    return reruns
+
+
+def duplicate_pods(records: Sequence[Seen]) -> list[dict[str, Any]]:
+    """Replicas (pod names) with more than one pod in one generation."""
+    uids: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    for r in records:
+        if r.resource == "pods":
+            uids[(r.name, r.generation)].setdefault(r.uid, r.at)
+    return [
+        {"pod": name, "generation": generation, "first_seen": sorted(seen.values())}
+        for (name, generation), seen in sorted(uids.items())
+        if len(seen) > 1
+    ]

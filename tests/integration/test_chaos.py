@@ -1,0 +1,62 @@
+"""A short chaos run (chaos/): one fault of each kind while TFJobs run, and nothing lost.
+
+The harness starts its own local cluster (its faults restart that cluster's API server and
+etcd), so this test needs no session cluster. `make chaos` is the full run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+JOBS = 6
+
+
+@pytest.mark.timeout(900)
+def test_a_short_chaos_run_loses_nothing(tmp_path: Path) -> None:
+    output = tmp_path / "chaos.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "chaos",
+            f"--jobs={JOBS}",
+            "--faults-per-kind=1",
+            "--submit-within=20",
+            "--settle=180",
+            f"--output={output}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=840,
+        check=False,
+    )
+    report = f"stdout:\n{done.stdout}\nstderr (last 3000 characters):\n{done.stderr[-3000:]}"
+    assert output.exists(), report
+    result = json.loads(output.read_text())
+    assert result["fault_counts"] == {
+        "operator-kill": 1,
+        "operator-pause": 1,
+        "apiserver-restart": 1,
+        "etcd-restart": 1,
+        "kubelet-restart": 1,
+        "containerd-restart": 1,
+    }, report
+    assert len(result["jobs"]) == JOBS
+    assert {j["outcome"] for j in result["jobs"]} == {"succeeds", "fails once, retried", "fails"}
+    assert result["wrong_jobs"] == [], report
+    assert result["lost_terminal_states"] == [], report
+    assert result["reruns_after_success"] == [], report
+    assert result["duplicate_pods"] == [], report
+    assert result["leftovers"] == {"pods": [], "services": []}, report
+    assert result["operator"]["starts"] == 2, report
+    assert result["ok"] is True, report
+    assert done.returncode == 0, report

@@ -1,0 +1,220 @@
+"""The chaos harness's pure parts: the jobs it runs, its fault schedule, its checks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# The harness is not an installed package: it runs from the repository root.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from chaos.faults import DOWN_SECONDS, Fault, FaultKind, schedule
+from chaos.journal import Seen, seen
+from chaos.verdict import OperatorFigures, judge
+from chaos.workload import PERMANENT_EXIT, RETRYABLE_EXIT, ChaosJob, Outcome, plan_jobs
+from tfjob_operator.api import RestartPolicy
+from tfjob_operator.failure_policy import is_retryable
+from tfjob_operator.observe import Failure
+from tfjob_operator.spec import parse_spec
+
+pytestmark = pytest.mark.unit
+
+QUIET = OperatorFigures(starts=1, reconcile_errors=0, watch_restarts={}, error_lines=0)
+COVERAGE = {"pods": {"outages": 0, "relists": 0}}
+
+
+def test_a_run_mixes_outcomes_at_seeded_moments_within_the_submission_window() -> None:
+    jobs = plan_jobs(30, 120, seed=7)
+    assert [j.outcome for j in jobs].count(Outcome.RETRIES) == 6
+    assert [j.outcome for j in jobs].count(Outcome.FAILS) == 6
+    assert all(0 <= j.submit_at <= 120 for j in jobs)
+    assert [j.submit_at for j in jobs] == sorted(j.submit_at for j in jobs)
+    assert plan_jobs(30, 120, seed=7) == jobs
+    assert plan_jobs(30, 120, seed=8) != jobs
+    assert len({j.name for j in jobs}) == 30
+
+
+def test_every_job_is_a_valid_tfjob_with_a_retryable_and_a_permanent_code() -> None:
+    for job in plan_jobs(5, 10, seed=1):
+        manifest = job.manifest("chaos")
+        spec = parse_spec(job.name, manifest["spec"])
+        assert [r.restart_policy for r in spec.replica_specs.values()] == [RestartPolicy.EXIT_CODE]
+    retryable = Failure(RETRYABLE_EXIT, "Error", "", disrupted=False)
+    permanent = Failure(PERMANENT_EXIT, "Error", "", disrupted=False)
+    assert is_retryable(RestartPolicy.EXIT_CODE, retryable)
+    assert not is_retryable(RestartPolicy.EXIT_CODE, permanent)
+
+
+def exit_code(job: ChaosJob, pod: str, generation: str) -> int:
+    """Runs the job's container command as that pod would."""
+    (spec,) = job.manifest("chaos")["spec"]["tfReplicaSpecs"].values()
+    command = spec["template"]["spec"]["containers"][0]["command"]
+    if pod.endswith("-worker-1"):  # it would sleep an hour: check what it runs instead
+        assert "else exec sleep 3600" in command[-1]
+        return 0
+    env = {**os.environ, "HOSTNAME": pod, "GENERATION": generation}
+    return subprocess.run(command, env=env, check=False, timeout=10).returncode
+
+
+@pytest.mark.parametrize(
+    ("outcome", "codes"),
+    [
+        (Outcome.SUCCEEDS, {"0": 0}),
+        (Outcome.FAILS, {"0": PERMANENT_EXIT}),
+        (Outcome.RETRIES, {"0": RETRYABLE_EXIT, "1": 0}),
+    ],
+)
+def test_the_leader_exits_as_its_outcome_says(outcome: Outcome, codes: dict[str, int]) -> None:
+    job = ChaosJob("chaos-001", outcome, submit_at=0, run_seconds=0)
+    for generation, code in codes.items():
+        assert exit_code(job, "chaos-001-worker-0", generation) == code
+    assert exit_code(job, "chaos-001-worker-1", "0") == 0
+    assert job.expected_restarts == (1 if outcome is Outcome.RETRIES else 0)
+
+
+def test_the_schedule_has_each_kind_as_often_as_asked_within_its_ranges() -> None:
+    planned = schedule(3, (5, 20), seed=3)
+    assert sorted(p.kind for p in planned) == sorted(list(FaultKind) * 3)
+    for fault in planned:
+        low, high = DOWN_SECONDS[fault.kind]
+        assert low <= fault.down <= high
+        assert 5 <= fault.gap <= 20
+    assert schedule(3, (5, 20), seed=3) == planned
+
+
+def test_seen_keeps_what_the_checks_read() -> None:
+    pod = {
+        "metadata": {
+            "name": "chaos-001-worker-0",
+            "uid": "u1",
+            "labels": {"tfjob.dev/job-name": "chaos-001", "tfjob.dev/replica-generation": "1"},
+            "deletionTimestamp": "2026-11-24T00:00:00Z",
+        },
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [{"state": {"terminated": {"exitCode": 130}}}],
+        },
+    }
+    assert seen(1.23456, "pods", "MODIFIED", pod) == Seen(
+        1.235,
+        "pods",
+        "MODIFIED",
+        "chaos-001-worker-0",
+        "u1",
+        "chaos-001",
+        "Running",
+        0,
+        "1",
+        True,
+        exit_code=130,
+    )
+    job = {
+        "metadata": {"name": "chaos-001", "uid": "j"},
+        "status": {"state": "Succeeded", "restartCount": 1},
+    }
+    record = seen(2, "tfjobs", "ADDED", job)
+    assert (record.job, record.state, record.restarts, record.deleting) == (
+        "chaos-001",
+        "Succeeded",
+        1,
+        False,
+    )
+
+
+JOB = ChaosJob("chaos-001", Outcome.RETRIES, submit_at=0, run_seconds=10)
+
+
+def job_seen(at: float, state: str, restarts: int = 0, event: str = "MODIFIED") -> Seen:
+    return Seen(at, "tfjobs", event, "chaos-001", "job-uid", "chaos-001", state, restarts)
+
+
+def pod_seen(
+    at: float, uid: str, phase: str, generation: str, index: int = 0, exit_code: int | None = None
+) -> Seen:
+    name = f"chaos-001-worker-{index}"
+    return Seen(
+        at, "pods", "MODIFIED", name, uid, "chaos-001", phase, 0, generation, exit_code=exit_code
+    )
+
+
+def a_good_run() -> list[Seen]:
+    return [
+        job_seen(1, "Created", event="ADDED"),
+        pod_seen(2, "p0", "Running", "0"),
+        pod_seen(2, "p1", "Running", "0", index=1),
+        job_seen(3, "Running"),
+        pod_seen(12, "p0", "Failed", "0"),
+        job_seen(13, "Restarting", 1),
+        pod_seen(14, "p0b", "Running", "1"),
+        job_seen(15, "Running", 1),
+        # The kubelet shows the exit code first, the phase once the sandbox is gone.
+        pod_seen(24.5, "p0b", "Running", "1", exit_code=0),
+        job_seen(25, "Succeeded", 1),
+        pod_seen(26, "p0b", "Succeeded", "1", exit_code=0),
+    ]
+
+
+def verdict_of(records: list[Seen], **overrides: Any) -> Any:
+    arguments: dict[str, Any] = {
+        "jobs": [JOB],
+        "records": records,
+        "faults": [Fault(FaultKind.ETCD_RESTART, 20, 26)],
+        "leftovers": {"pods": [], "services": []},
+        "operator": QUIET,
+        "coverage": COVERAGE,
+        "wall_seconds": 40,
+    } | overrides
+    return judge(**arguments)
+
+
+def test_a_run_where_every_job_ends_as_its_replicas_imply_passes() -> None:
+    verdict = verdict_of(a_good_run())
+    assert verdict.ok, verdict.table()
+    (job,) = verdict.jobs
+    assert (job.lag, job.faults_during_lag) == (0.5, ["etcd-restart"])
+    assert verdict.table().endswith("PASS")
+    assert verdict.as_json()["fault_counts"]["etcd-restart"] == 1
+
+
+def test_a_terminal_state_shown_otherwise_later_is_lost() -> None:
+    verdict = verdict_of([*a_good_run(), job_seen(30, "Running", 1)])
+    assert verdict.lost_terminal_states == [
+        {"job": "chaos-001", "was": "Succeeded", "at": 25, "then": "Running", "then_at": 30}
+    ]
+    assert not verdict.ok
+    assert verdict.table().endswith("FAIL")
+
+
+def test_a_pod_made_for_a_replica_after_it_succeeded_is_a_rerun() -> None:
+    verdict = verdict_of([*a_good_run(), pod_seen(27, "p0c", "Pending", "2")])
+    assert verdict.reruns_after_success == [
+        {"pod": "chaos-001-worker-0", "generation": "2", "at": 27, "succeeded_at": 24.5}
+    ]
+    assert not verdict.ok
+
+
+def test_two_pods_of_one_replica_and_generation_are_duplicates() -> None:
+    verdict = verdict_of([*a_good_run()[:3], pod_seen(4, "p1-again", "Pending", "0", index=1)])
+    assert verdict.duplicate_pods == [
+        {"pod": "chaos-001-worker-1", "generation": "0", "first_seen": [2, 4]}
+    ]
+
+
+def test_a_wrong_restart_count_or_end_state_or_a_leftover_fails_the_run() -> None:
+    records = a_good_run()
+    records[-2] = job_seen(25, "Succeeded", 2)
+    wrong = verdict_of(records)
+    assert [j.name for j in wrong.wrong_jobs] == ["chaos-001"]
+    (line,) = [x for x in wrong.table().splitlines() if x.startswith("restartCount not as")]
+    assert line.endswith(" 1 (chaos-001)")
+    stuck = verdict_of([r for r in a_good_run() if r.state != "Succeeded"])
+    assert stuck.jobs[0].state == "Running"
+    assert stuck.jobs[0].lag is None
+    left = verdict_of(a_good_run(), leftovers={"pods": ["chaos-001-worker-1"], "services": []})
+    assert not left.ok
+    assert left.leftovers == {"pods": ["chaos-001-worker-1"], "services": []}
