@@ -33,6 +33,8 @@ class JobResult:
     state: str
     expected_restarts: int
     restarts: int
+    #: When it first showed its expected state (seconds since the run's start).
+    settled_at: float | None
     #: Seconds from its leader's last exit (its container's exit code shown) to its
     #: terminal state shown, both as watched; None if either was not seen.
     lag: float | None
@@ -210,6 +212,7 @@ def job_result(job: ChaosJob, records: Sequence[Seen], faults: Sequence[Fault]) 
         state=last.state if last else "(never seen)",
         expected_restarts=job.expected_restarts,
         restarts=last.restarts if last else 0,
+        settled_at=settled,
         lag=lag,
         faults_during_lag=during,
     )

@@ -176,7 +176,7 @@ def test_a_run_where_every_job_ends_as_its_replicas_imply_passes() -> None:
     verdict = verdict_of(a_good_run())
     assert verdict.ok, verdict.table()
     (job,) = verdict.jobs
-    assert (job.lag, job.faults_during_lag) == (0.5, ["etcd-restart"])
+    assert (job.settled_at, job.lag, job.faults_during_lag) == (25, 0.5, ["etcd-restart"])
     assert verdict.table().endswith("PASS")
     assert verdict.as_json()["fault_counts"]["etcd-restart"] == 1
 
