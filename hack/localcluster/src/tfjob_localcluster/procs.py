@@ -95,25 +95,28 @@ def children_named(parent: int, name: str) -> list[ProcessIdentity]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
+        stat = _stat(int(entry.name))
+        if stat is None or stat.ppid != parent:
+            continue
         try:
-            stat = (entry / "stat").read_text()
             comm = (entry / "comm").read_text().strip()
         except (FileNotFoundError, ProcessLookupError):
             continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if comm == name and int(fields[1]) == parent and fields[0] not in ("Z", "X"):
-            found.append(ProcessIdentity(int(entry.name), int(fields[19])))
+        if comm == name:
+            found.append(ProcessIdentity(int(entry.name), stat.start_ticks))
     return found
 
 
 @dataclass(frozen=True)
 class _Stat:
+    ppid: int
     pgid: int
     start_ticks: int
 
 
 def _stat(pid: int) -> _Stat | None:
-    """pgrp and start time (fields 5 and 22 of /proc/<pid>/stat); None if gone or a zombie."""
+    """Parent, group and start time (fields 4, 5 and 22 of /proc/<pid>/stat); None if gone
+    or a zombie."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError):
@@ -122,7 +125,7 @@ def _stat(pid: int) -> _Stat | None:
     fields = stat[stat.rindex(")") + 2 :].split()
     if fields[0] in ("Z", "X"):
         return None
-    return _Stat(pgid=int(fields[2]), start_ticks=int(fields[19]))
+    return _Stat(ppid=int(fields[1]), pgid=int(fields[2]), start_ticks=int(fields[19]))
 
 
 def tail(path: Path, lines: int = 40) -> str:
