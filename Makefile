@@ -15,6 +15,8 @@ BIN := $(VENV)/bin
 # uv must use the machine's Python 3.11: only package registries are reachable.
 export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := python3.11
+# uv's package cache is the project's too, not ~/.cache/uv (Go's: hack/build-binaries.sh).
+export UV_CACHE_DIR ?= $(TFJOB_CACHE)/uv
 PYTEST_ARGS ?=
 # Tests' temporary files (pytest's tmp_path, clients' certificate files) go to the cache,
 # not the host's /tmp.
@@ -32,7 +34,7 @@ help: ## List the targets
 $(UV):
 	@echo "==> installing uv $(UV_VERSION) into $(UV_HOME)"
 	python3.11 -m venv $(UV_HOME)
-	$(UV_HOME)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(UV_HOME)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir uv==$(UV_VERSION)
 
 $(VENV)/.synced: $(UV) uv.lock pyproject.toml operator/pyproject.toml trainer/pyproject.toml hack/localcluster/pyproject.toml
 	@echo "==> syncing the Python environment in $(VENV) (uv.lock, frozen)"

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from tfjob_localcluster.binaries import cache_root
+
+# matplotlib keeps its font cache in MPLCONFIGDIR, else in ~/.cache/matplotlib: the
+# project's cache instead, set before matplotlib is imported.
+os.environ.setdefault("MPLCONFIGDIR", str(cache_root() / "matplotlib"))
+import matplotlib  # after MPLCONFIGDIR
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after choosing the backend

@@ -9,7 +9,8 @@
 #                                 (default: kubernetes etcd coredns helm nodetools)
 #   hack/build-binaries.sh --print-dir TOOL                  prints where TOOL's binaries live
 #
-# TFJOB_CACHE overrides the cache root (default: ~/.cache/tfjob-operator).
+# TFJOB_CACHE overrides the cache root (default: ~/.cache/tfjob-operator); Go's GOPATH and
+# build cache are under it (go/, go-build/) unless GOPATH or GOCACHE is set.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,7 +18,14 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/versions.env"
 
 cache=${TFJOB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfjob-operator}
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false"
+# Go's GOPATH (its module cache, its checksum database's state) and build cache live in
+# the project's cache too, not in ~/go and ~/.cache/go-build
+# (tfjob_localcluster.gomodule.go_env does the same for Python's `go` calls).
+# -modcacherw leaves the module cache writable, so `rm -rf` removes it. An interrupted
+# build leaves its work directory in the cache's tmp/, not the host's /tmp.
+export GOPATH=${GOPATH:-$cache/go} GOCACHE=${GOCACHE:-$cache/go-build} GOTMPDIR=$cache/tmp
+mkdir -p "$GOTMPDIR"
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -modcacherw -buildvcs=false"
 
 tool_dir() {
   case "$1" in

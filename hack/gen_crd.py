@@ -6,7 +6,8 @@
 
 The pod template schema is the PodTemplateSpec of the Kubernetes API server's OpenAPI v3
 document (api/v1). By default it is read from the k8s.io/kubernetes module of the pinned
-version (hack/versions.env) in the Go module cache, downloaded by `go mod download` if absent.
+version (hack/versions.env) in the project's Go module cache, downloaded by
+`go mod download` if absent.
 `--openapi` reads it from a file, a URL or stdin instead, e.g. from a running API server:
 
     kubectl get --raw /openapi/v3/api/v1 | .venv/bin/python hack/gen_crd.py --openapi -
@@ -17,14 +18,13 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tfjob_localcluster.binaries import read_versions
+from tfjob_localcluster.gomodule import ModuleError, module_dir
 from tfjob_operator.api import KUBEFLOW, TFJOB_DEV, TFJobApi
 from tfjob_operator.crd.render import applied_json_size, render_crd
 from tfjob_operator.crd.schema import tfjob_crd
@@ -45,7 +45,6 @@ OUTPUTS: dict[TFJobApi, tuple[Path, ...]] = {
         REPO / "manifests" / "overlays" / "kubeflow" / "crd" / f"{KUBEFLOW.crd_name}.yaml",
     ),
 }
-VERSIONS_ENV = REPO / "hack" / "versions.env"
 OPENAPI_IN_MODULE = Path("api/openapi-spec/v3/api__v1_openapi.json")
 POD_TEMPLATE_SPEC = "io.k8s.api.core.v1.PodTemplateSpec"
 # kubectl apply keeps the whole object in one annotation; annotations are limited to 256 KiB.
@@ -53,46 +52,15 @@ APPLY_ANNOTATION_LIMIT = 256 * 1024
 
 
 def pinned_kubernetes_version() -> str:
-    for line in VERSIONS_ENV.read_text().splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "KUBERNETES_VERSION":
-            return value.strip()
-    raise SystemExit(f"gen_crd: KUBERNETES_VERSION is not set in {VERSIONS_ENV}")
-
-
-def go_module_cache() -> Path:
-    """Where `go` keeps modules, without running it: GOMODCACHE, else GOPATH's pkg/mod."""
-    if os.environ.get("GOMODCACHE"):
-        return Path(os.environ["GOMODCACHE"])
-    gopath = os.environ.get("GOPATH", "").split(os.pathsep)[0] or str(Path.home() / "go")
-    return Path(gopath) / "pkg" / "mod"
+    return read_versions()["KUBERNETES_VERSION"]
 
 
 def module_openapi_path(version: str) -> Path:
     """The api/v1 OpenAPI document inside k8s.io/kubernetes@version, downloaded if absent."""
-    cached = go_module_cache() / f"k8s.io/kubernetes@{version}" / OPENAPI_IN_MODULE
-    if cached.is_file():
-        return cached
-    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
-    # Outside any go.mod, so that no module of the work tree is consulted.
-    with tempfile.TemporaryDirectory() as scratch:
-        try:
-            result = subprocess.run(
-                ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{version}"],
-                cwd=scratch,
-                env=env,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-        except FileNotFoundError as error:
-            raise SystemExit("gen_crd: `go` is not on PATH; pass --openapi FILE|URL") from error
-    if result.returncode != 0:
-        raise SystemExit(
-            f"gen_crd: go mod download k8s.io/kubernetes@{version} failed:\n"
-            f"{result.stdout}{result.stderr}"
-        )
-    path = Path(json.loads(result.stdout)["Dir"]) / OPENAPI_IN_MODULE
+    try:
+        path = module_dir("k8s.io/kubernetes", version) / OPENAPI_IN_MODULE
+    except ModuleError as error:
+        raise SystemExit(f"gen_crd: {error}; pass --openapi FILE|URL") from error
     if not path.is_file():
         raise SystemExit(f"gen_crd: {path} does not exist")
     return path
