@@ -17,6 +17,10 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON := python3.11
 # uv's package cache is the project's too, not ~/.cache/uv (Go's: hack/build-binaries.sh).
 export UV_CACHE_DIR ?= $(TFJOB_CACHE)/uv
+# kubectl's discovery cache and Keras' settings file, which the tests' kubectl and
+# TensorFlow would otherwise write to ~/.kube/cache and ~/.keras.
+export KUBECACHEDIR ?= $(TFJOB_CACHE)/kube
+export KERAS_HOME ?= $(TFJOB_CACHE)/keras
 PYTEST_ARGS ?=
 # Tests' temporary files (pytest's tmp_path, clients' certificate files) go to the cache,
 # not the host's /tmp.
@@ -94,7 +98,7 @@ demo: env binaries images ## The main job: local cluster, operator, MWMS and PSS
 bench: env binaries ## Control-plane benchmark: N = 100, 500, 1000 TFJobs on kwok nodes against the API server's floor
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
-chaos: env binaries images ## Faults: 30 TFJobs while the operator, API server, etcd, kubelet and containerd are killed, paused, restarted; nothing may be lost (CHAOS_ARGS)
+chaos: env binaries images ## Faults: 30 TFJobs while the operator, API server, etcd, kubelet and containerd are killed, paused, restarted and the node is lost; nothing may be lost (CHAOS_ARGS)
 	$(BIN)/python -m chaos $(CHAOS_ARGS)
 
 e2e-kind: env binaries images ## The e2e scenarios on a kind cluster (the project's node image and Docker engine where the machine has none)

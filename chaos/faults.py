@@ -9,6 +9,11 @@
   a few seconds later, as the kubelet restarts a crashed static pod.
 - kubelet-restart, containerd-restart: SIGKILL of the node's kubelet or containerd; the
   node's init starts it again a second later, as systemd would. Containers keep running.
+- node-loss: the node dies with its containers, as a machine losing its power, and boots
+  again 50-60 s later with the same name and disk. Meanwhile the node lifecycle controller
+  finds it unreachable (after the grace period the run gives it, NODE_GRACE_SECONDS),
+  taints it, and the pods, which tolerate that for a few seconds only (chaos.workload),
+  are evicted: their jobs must restart them, and say why.
 
 Faults never overlap: each starts once the one before has ended and the cluster has had a
 quiet gap, so that the time a job takes to settle can be put down to one fault.
@@ -34,6 +39,14 @@ class FaultKind(StrEnum):
     ETCD_RESTART = "etcd-restart"
     KUBELET_RESTART = "kubelet-restart"
     CONTAINERD_RESTART = "containerd-restart"
+    NODE_LOSS = "node-loss"
+
+
+#: How long the node lifecycle controller waits for a silent node before it finds it
+#: unreachable (--node-monitor-grace-period; Kubernetes' default is 50 s). Above the
+#: longest API server outage the run makes plus a kubelet's lease renewal interval (10 s),
+#: so that only a lost node is ever found unreachable.
+NODE_GRACE_SECONDS: Final = 30
 
 
 #: How long each kind keeps its target down (paused, or dead before its restart), seconds;
@@ -45,6 +58,9 @@ DOWN_SECONDS: Final = {
     FaultKind.ETCD_RESTART: (1.0, 8.0),
     FaultKind.KUBELET_RESTART: (0.0, 0.0),
     FaultKind.CONTAINERD_RESTART: (0.0, 0.0),
+    # Past the grace period, the controller's next look (every 5 s), the pods' toleration
+    # and the eviction itself: a node back any sooner keeps its pods.
+    FaultKind.NODE_LOSS: (NODE_GRACE_SECONDS + 20.0, NODE_GRACE_SECONDS + 30.0),
 }
 #: The control-plane component each restart kind kills.
 CONTROL_PLANE: Final = {
@@ -125,6 +141,8 @@ class Injector:
                 os.killpg(group, signal.SIGCONT)
         elif fault.kind in CONTROL_PLANE:
             self.control_plane.restart(CONTROL_PLANE[fault.kind], down_seconds=fault.down)
+        elif fault.kind is FaultKind.NODE_LOSS:
+            self.cluster.lose_node(fault.down)
         else:
             self.cluster.restart_node_component(NODE[fault.kind])
         return Fault(fault.kind, round(began, 2), round(time.monotonic() - clock, 2))

@@ -50,6 +50,11 @@ class Seen:
     #: moves the pod's phase on (after the pod's sandbox is torn down), and the operator
     #: acts on it.
     exit_code: int | None = None
+    #: Why a pod was taken away (its DisruptionTarget condition's reason: the node
+    #: lifecycle controller's eviction is DeletionByTaintManager).
+    disruption: str = ""
+    #: A TFJob's Restarting condition, "reason: message", while it is True.
+    restarting: str = ""
 
 
 def seen(at: float, resource: str, event: str, obj: Mapping[str, Any]) -> Seen:
@@ -72,7 +77,17 @@ def seen(at: float, resource: str, event: str, obj: Mapping[str, Any]) -> Seen:
         generation=str(labels.get(LABEL_GENERATION, "")) if is_pod else "",
         deleting=bool(meta.get("deletionTimestamp")),
         exit_code=_exit_code(status) if is_pod else None,
+        disruption=_true_condition(status, "DisruptionTarget").partition(":")[0] if is_pod else "",
+        restarting=_true_condition(status, "Restarting") if is_job else "",
     )
+
+
+def _true_condition(status: Mapping[str, Any], kind: str) -> str:
+    """The condition of type `kind` as "reason: message" if it is True, else ""."""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return f"{condition.get('reason') or kind}: {condition.get('message') or ''}"
+    return ""
 
 
 def _exit_code(status: Mapping[str, Any]) -> int | None:

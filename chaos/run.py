@@ -1,4 +1,5 @@
-"""One chaos run: a local cluster, the operator, the jobs, the faults, the verdict.
+"""One chaos run: a local cluster (with a bystander node, chaos.bystander), the operator,
+the jobs, the faults, the verdict.
 
 The main thread starts every process (their parent-death signal is bound to it: a
 process started from a worker thread would die with that thread) and injects the faults;
@@ -25,7 +26,8 @@ from bench.operator_process import (
     OperatorProcess,
 )
 from bench.promtext import counters
-from chaos.faults import Fault, Injector, schedule
+from chaos.bystander import Bystander
+from chaos.faults import NODE_GRACE_SECONDS, Fault, Injector, schedule
 from chaos.journal import Journal, Watcher
 from chaos.verdict import TERMINAL, OperatorFigures, Verdict, judge
 from chaos.workload import plan_jobs
@@ -116,7 +118,11 @@ class ChaosOperator:
 
 
 def run(settings: Settings, state_dir: Path, say: Callable[[str], None]) -> Verdict:
-    with LocalCluster(state_dir / "cluster", say=say) as cluster:
+    grace = [f"--node-monitor-grace-period={NODE_GRACE_SECONDS}s"]
+    cluster = LocalCluster(
+        state_dir / "cluster", say=say, control_plane_args={"kube-controller-manager": grace}
+    )
+    with cluster, Bystander(cluster, state_dir):
         cluster.load_images([BUSYBOX])
         assert cluster.control_plane is not None
         rest = cluster.control_plane.rest()

@@ -6,6 +6,8 @@
 - no pod is created for a replica after a pod of it succeeded (`reruns_after_success`);
 - no replica has two pods of one generation (`duplicate_pods`): two live pods of one
   replica, or a replica re-created within its generation;
+- pods are evicted only while a node is lost (`evictions_without_node_loss`), and a job
+  whose pods were evicted says so in its Restarting condition (`JobResult.explained`);
 - nothing is left once the jobs are deleted (`leftovers`, listed by the harness).
 """
 
@@ -33,6 +35,10 @@ class JobResult:
     state: str
     expected_restarts: int
     restarts: int
+    #: The generations of its pods a lost node took (chaos.workload.ChaosJob.expected_restarts).
+    evicted_generations: list[int]
+    #: Whether its Restarting condition named the eviction (None: nothing was evicted).
+    explained: bool | None
     #: When it first showed its expected state (seconds since the run's start).
     settled_at: float | None
     #: Seconds from its leader's last exit (its container's exit code shown) to its
@@ -43,7 +49,8 @@ class JobResult:
 
     @property
     def ok(self) -> bool:
-        return (self.state, self.restarts) == (self.expected_state, self.expected_restarts)
+        expected = (self.expected_state, self.expected_restarts)
+        return (self.state, self.restarts) == expected and self.explained is not False
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,7 @@ class Verdict:
     lost_terminal_states: list[dict[str, Any]]
     reruns_after_success: list[dict[str, Any]]
     duplicate_pods: list[dict[str, Any]]
+    evictions_without_node_loss: list[dict[str, Any]]
     leftovers: dict[str, list[str]]
     faults: list[Fault]
     operator: OperatorFigures
@@ -81,6 +89,7 @@ class Verdict:
             or self.lost_terminal_states
             or self.reruns_after_success
             or self.duplicate_pods
+            or self.evictions_without_node_loss
             or any(self.leftovers.values())
         )
 
@@ -98,6 +107,7 @@ class Verdict:
             "lost_terminal_states": self.lost_terminal_states,
             "reruns_after_success": self.reruns_after_success,
             "duplicate_pods": self.duplicate_pods,
+            "evictions_without_node_loss": self.evictions_without_node_loss,
             "leftovers": self.leftovers,
             "operator": asdict(self.operator),
             "coverage": self.coverage,
@@ -125,6 +135,12 @@ class Verdict:
                 "restartCount not as injected",
                 _names(j.name for j in self.jobs if j.restarts != j.expected_restarts),
             ),
+            (
+                "jobs restarted by a lost node",
+                f"{sum(bool(j.evicted_generations) for j in self.jobs)}, not saying why: "
+                + _names(j.name for j in self.jobs if j.explained is False),
+            ),
+            ("evictions with no node lost", _count(self.evictions_without_node_loss)),
             (
                 "left after deletion",
                 ", ".join(f"{len(v)} {k}" for k, v in self.leftovers.items()),
@@ -184,6 +200,7 @@ def judge(
         lost_terminal_states=lost_terminal_states(records),
         reruns_after_success=reruns_after_success(records),
         duplicate_pods=duplicate_pods(records),
+        evictions_without_node_loss=evictions_without_node_loss(records, faults),
         leftovers={kind: sorted(names) for kind, names in leftovers.items()},
         faults=list(faults),
         operator=operator,
@@ -205,17 +222,60 @@ def job_result(job: ChaosJob, records: Sequence[Seen], faults: Sequence[Fault]) 
         ended = min(r.at for r in ends if r.generation == final)
         lag = round(settled - ended, 3)
         during = [f.kind.value for f in faults if f.began < settled and f.ended > ended]
+    evicted = evicted_generations(job.name, records)
+    reasons = {r.disruption for r in records if r.resource == "pods" and r.job == job.name}
+    explained = (
+        any(reason in r.restarting for r in mine for reason in reasons - {""}) if evicted else None
+    )
     return JobResult(
         name=job.name,
         outcome=job.outcome.value,
         expected_state=job.expected_state,
         state=last.state if last else "(never seen)",
-        expected_restarts=job.expected_restarts,
+        expected_restarts=job.expected_restarts(evicted),
         restarts=last.restarts if last else 0,
+        evicted_generations=evicted,
+        explained=explained,
         settled_at=settled,
         lag=lag,
         faults_during_lag=during,
     )
+
+
+def evicted_generations(job: str, records: Sequence[Seen]) -> list[int]:
+    """The generations of `job`'s pods that were taken away (DisruptionTarget) before
+    their leader's exit was seen: once the leader has exited, its exit decides."""
+    leader = f"{job}-worker-0"
+    exited: dict[str, float] = {}
+    evicted: dict[str, float] = {}
+    for r in records:
+        if r.resource != "pods" or r.job != job:
+            continue
+        if r.disruption:
+            evicted.setdefault(r.generation, r.at)
+        elif r.name == leader and _exited(r):
+            exited.setdefault(r.generation, r.at)
+    return sorted(
+        int(generation)
+        for generation, at in evicted.items()
+        if at < exited.get(generation, float("inf"))
+    )
+
+
+def evictions_without_node_loss(
+    records: Sequence[Seen], faults: Sequence[Fault]
+) -> list[dict[str, Any]]:
+    """Pods first seen taken away while no node was lost."""
+    lost = [(f.began, f.ended) for f in faults if f.kind is FaultKind.NODE_LOSS]
+    first: dict[str, Seen] = {}
+    for r in records:
+        if r.resource == "pods" and r.disruption:
+            first.setdefault(r.uid, r)
+    return [
+        {"pod": r.name, "generation": r.generation, "reason": r.disruption, "at": r.at}
+        for r in first.values()
+        if not any(began <= r.at <= ended for began, ended in lost)
+    ]
 
 
 def _exited(pod: Seen) -> bool:

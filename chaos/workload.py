@@ -3,14 +3,17 @@
 Each job has two workers; worker 0 leads (its exit decides the job, as in a job without a
 chief) and worker 1 sleeps until the job's clean-up deletes it. Worker 0 either succeeds,
 fails once with a retryable exit code and then succeeds (one restart), or fails with a
-permanent code. So whatever the faults, each job must end in one known state with one
-known restartCount. Jobs are submitted over the first part of the run, so that some are
-created, some restarted and some finished while faults hit.
+permanent code. So whatever the faults, each job must end in one known state, with one
+restart for its retryable failure and one for each generation of its pods a lost node took
+(their pods tolerate a lost node for EVICT_AFTER_SECONDS only, then they are evicted). Jobs
+are submitted over the first part of the run, so that some are created, some restarted and
+some finished while faults hit.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
@@ -25,6 +28,12 @@ RETRYABLE_EXIT: Final = 130
 PERMANENT_EXIT: Final = 1
 #: How long worker 0 runs (before failing, and again after its restart), in seconds.
 RUN_SECONDS: Final = (10, 40)
+#: How long the pods stay on a node that stopped answering before they are evicted
+#: (Kubernetes' default is 300 s): what a user who wants a lost node's work restarted
+#: soon puts in the pod template.
+EVICT_AFTER_SECONDS: Final = 5
+#: The taints the node lifecycle controller puts on a node that stopped answering.
+NODE_LOST_TAINTS: Final = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
 
 
 class Outcome(StrEnum):
@@ -55,9 +64,12 @@ class ChaosJob:
     def expected_state(self) -> str:
         return "Failed" if self.outcome is Outcome.FAILS else "Succeeded"
 
-    @property
-    def expected_restarts(self) -> int:
-        return 1 if self.outcome is Outcome.RETRIES else 0
+    def expected_restarts(self, evicted: Collection[int] = ()) -> int:
+        """One restart for each generation a lost node took (`evicted`), and one for the
+        retryable failure, which only generation 0 has: if a lost node took generation 0,
+        generation 1 runs as the retry, and succeeds."""
+        retries = self.outcome is Outcome.RETRIES and 0 not in evicted
+        return len(set(evicted)) + int(retries)
 
     def leader_script(self) -> str:
         run = f"sleep {self.run_seconds}"
@@ -96,6 +108,15 @@ class ChaosJob:
                             "spec": {
                                 "terminationGracePeriodSeconds": 1,
                                 "containers": [container],
+                                "tolerations": [
+                                    {
+                                        "key": key,
+                                        "operator": "Exists",
+                                        "effect": "NoExecute",
+                                        "tolerationSeconds": EVICT_AFTER_SECONDS,
+                                    }
+                                    for key in NODE_LOST_TAINTS
+                                ],
                             }
                         },
                     }

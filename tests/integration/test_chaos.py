@@ -1,4 +1,5 @@
-"""A short chaos run (chaos/): one fault of each kind while TFJobs run, and nothing lost.
+"""A short chaos run (chaos/): one fault of each kind while TFJobs run, and nothing lost;
+the jobs whose pods a lost node took restart them and say why.
 
 The harness starts its own local cluster (its faults restart that cluster's API server and
 etcd), so this test needs no session cluster. `make chaos` is the full run.
@@ -49,6 +50,7 @@ def test_a_short_chaos_run_loses_nothing(tmp_path: Path) -> None:
         "etcd-restart": 1,
         "kubelet-restart": 1,
         "containerd-restart": 1,
+        "node-loss": 1,
     }, report
     assert len(result["jobs"]) == JOBS
     assert {j["outcome"] for j in result["jobs"]} == {"succeeds", "fails once, retried", "fails"}
@@ -56,6 +58,12 @@ def test_a_short_chaos_run_loses_nothing(tmp_path: Path) -> None:
     assert result["lost_terminal_states"] == [], report
     assert result["reruns_after_success"] == [], report
     assert result["duplicate_pods"] == [], report
+    # The seeded schedule loses the node while jobs run: some lose a generation to it, and
+    # every one of them says so (a wrong job above would have shown it otherwise).
+    evicted = [j["name"] for j in result["jobs"] if j["evicted_generations"]]
+    assert evicted, report
+    assert all(j["explained"] for j in result["jobs"] if j["name"] in evicted), report
+    assert result["evictions_without_node_loss"] == [], report
     assert result["leftovers"] == {"pods": [], "services": []}, report
     assert result["operator"]["starts"] == 2, report
     assert result["ok"] is True, report

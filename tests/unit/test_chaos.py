@@ -74,7 +74,24 @@ def test_the_leader_exits_as_its_outcome_says(outcome: Outcome, codes: dict[str,
     for generation, code in codes.items():
         assert exit_code(job, "chaos-001-worker-0", generation) == code
     assert exit_code(job, "chaos-001-worker-1", "0") == 0
-    assert job.expected_restarts == (1 if outcome is Outcome.RETRIES else 0)
+    assert job.expected_restarts() == (1 if outcome is Outcome.RETRIES else 0)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "evicted", "restarts"),
+    [
+        (Outcome.SUCCEEDS, [0], 1),
+        (Outcome.FAILS, [0, 1], 2),
+        # Generation 0 taken: generation 1 is the retry, and succeeds.
+        (Outcome.RETRIES, [0], 1),
+        # Generation 0 failed as planned; its retry was taken, then the next succeeded.
+        (Outcome.RETRIES, [1], 2),
+    ],
+)
+def test_each_generation_a_lost_node_took_is_one_more_restart(
+    outcome: Outcome, evicted: list[int], restarts: int
+) -> None:
+    assert ChaosJob("chaos-001", outcome, 0, 0).expected_restarts(evicted) == restarts
 
 
 def test_the_schedule_has_each_kind_as_often_as_asked_within_its_ranges() -> None:
@@ -126,6 +143,33 @@ def test_seen_keeps_what_the_checks_read() -> None:
     )
 
 
+def test_seen_keeps_why_a_pod_was_taken_and_why_its_job_restarts() -> None:
+    evicted = {
+        "metadata": {"name": "chaos-001-worker-1", "uid": "u2"},
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "Ready", "status": "False", "reason": "NodeNotReady"},
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "DeletionByTaintManager",
+                    "message": "Taint manager: deleting due to NoExecute taint",
+                },
+            ],
+        },
+    }
+    assert seen(1, "pods", "MODIFIED", evicted).disruption == "DeletionByTaintManager"
+    restarting = {"type": "Restarting", "status": "True", "reason": "TFJobRestarting"}
+    job = {
+        "metadata": {"name": "chaos-001", "uid": "j"},
+        "status": {"state": "Restarting", "conditions": [{**restarting, "message": "why"}]},
+    }
+    assert seen(1, "tfjobs", "MODIFIED", job).restarting == "TFJobRestarting: why"
+    over = {**job, "status": {"conditions": [{**restarting, "status": "False"}]}}
+    assert seen(1, "tfjobs", "MODIFIED", over).restarting == ""
+
+
 JOB = ChaosJob("chaos-001", Outcome.RETRIES, submit_at=0, run_seconds=10)
 
 
@@ -134,11 +178,28 @@ def job_seen(at: float, state: str, restarts: int = 0, event: str = "MODIFIED") 
 
 
 def pod_seen(
-    at: float, uid: str, phase: str, generation: str, index: int = 0, exit_code: int | None = None
+    at: float,
+    uid: str,
+    phase: str,
+    generation: str,
+    index: int = 0,
+    exit_code: int | None = None,
+    disruption: str = "",
 ) -> Seen:
     name = f"chaos-001-worker-{index}"
     return Seen(
-        at, "pods", "MODIFIED", name, uid, "chaos-001", phase, 0, generation, exit_code=exit_code
+        at,
+        "pods",
+        "MODIFIED",
+        name,
+        uid,
+        "chaos-001",
+        phase,
+        0,
+        generation,
+        deleting=bool(disruption),
+        exit_code=exit_code,
+        disruption=disruption,
     )
 
 
@@ -218,3 +279,73 @@ def test_a_wrong_restart_count_or_end_state_or_a_leftover_fails_the_run() -> Non
     left = verdict_of(a_good_run(), leftovers={"pods": ["chaos-001-worker-1"], "services": []})
     assert not left.ok
     assert left.leftovers == {"pods": ["chaos-001-worker-1"], "services": []}
+
+
+EVICTED = "DeletionByTaintManager"
+RESTARTING = f"TFJobRestarting: chaos-001-worker-0 was disrupted ({EVICTED}): Taint manager"
+NODE_LOST = Fault(FaultKind.NODE_LOSS, 5, 60)
+
+
+def a_node_loss_run(restarting: str = RESTARTING) -> list[Seen]:
+    """Generation 0 is taken by the lost node before its leader fails: generation 1 is the
+    retry, and succeeds."""
+    return [
+        job_seen(1, "Created", event="ADDED"),
+        pod_seen(2, "p0", "Running", "0"),
+        pod_seen(2, "p1", "Running", "0", index=1),
+        job_seen(3, "Running"),
+        pod_seen(40, "p0", "Running", "0", disruption=EVICTED),
+        pod_seen(40, "p1", "Running", "0", index=1, disruption=EVICTED),
+        Seen(
+            41,
+            "tfjobs",
+            "MODIFIED",
+            "chaos-001",
+            "job-uid",
+            "chaos-001",
+            "Restarting",
+            1,
+            restarting=restarting,
+        ),
+        # Once the node is back, its kubelet ends the evicted pods' containers.
+        pod_seen(62, "p0", "Failed", "0", exit_code=137, disruption=EVICTED),
+        pod_seen(64, "p0b", "Running", "1"),
+        pod_seen(80, "p0b", "Running", "1", exit_code=0),
+        job_seen(81, "Succeeded", 1),
+    ]
+
+
+def test_a_job_restarted_once_for_the_generation_a_lost_node_took_passes() -> None:
+    verdict = verdict_of(a_node_loss_run(), faults=[NODE_LOST])
+    (job,) = verdict.jobs
+    assert (job.evicted_generations, job.expected_restarts, job.explained) == ([0], 1, True)
+    assert verdict.evictions_without_node_loss == []
+    assert verdict.ok, verdict.table()
+
+
+def test_a_job_that_does_not_say_its_pods_were_evicted_fails() -> None:
+    verdict = verdict_of(a_node_loss_run("TFJobRestarting: restarting"), faults=[NODE_LOST])
+    assert verdict.jobs[0].explained is False
+    assert not verdict.ok
+    (line,) = [x for x in verdict.table().splitlines() if x.startswith("jobs restarted by")]
+    assert line.endswith("1, not saying why: 1 (chaos-001)")
+
+
+def test_an_eviction_while_no_node_is_lost_fails_the_run() -> None:
+    verdict = verdict_of(a_node_loss_run(), faults=[Fault(FaultKind.ETCD_RESTART, 20, 26)])
+    assert [e["pod"] for e in verdict.evictions_without_node_loss] == [
+        "chaos-001-worker-0",
+        "chaos-001-worker-1",
+    ]
+    assert not verdict.ok
+
+
+def test_an_eviction_after_the_leader_exited_is_no_restart() -> None:
+    records = [
+        *a_good_run(),
+        pod_seen(30, "p1b", "Running", "1", index=1, disruption=EVICTED),
+    ]
+    verdict = verdict_of(records, faults=[Fault(FaultKind.NODE_LOSS, 28, 60)])
+    (job,) = verdict.jobs
+    assert (job.evicted_generations, job.expected_restarts, job.explained) == ([], 1, None)
+    assert verdict.ok, verdict.table()

@@ -40,6 +40,28 @@ def test_evicted_pod_is_a_disruption() -> None:
     assert observed.failure.describe() == "was disrupted (Evicted): low on memory"
 
 
+def test_a_pod_evicted_from_a_lost_node_names_the_node() -> None:
+    """The taint manager's message names the taint, not the node."""
+    lost = body("Running", {"state": {"running": {}}})
+    lost["metadata"]["deletionTimestamp"] = "2026-11-24T00:00:00Z"
+    lost["spec"] = {"nodeName": "node-a"}
+    lost["status"]["conditions"] = [
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "DeletionByTaintManager",
+            "message": "Taint manager: deleting due to NoExecute taint key "
+            "node.kubernetes.io/unreachable",
+        }
+    ]
+    failure = observe_pod(lost).failure
+    assert failure is not None
+    assert failure.describe() == (
+        "was disrupted (DeletionByTaintManager) on node node-a: Taint manager: deleting due "
+        "to NoExecute taint key node.kubernetes.io/unreachable"
+    )
+
+
 def test_exit_zero_under_restart_policy_always_counts_as_success() -> None:
     main = {
         "state": {"running": {}},

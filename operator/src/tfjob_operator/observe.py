@@ -40,10 +40,16 @@ class Failure:
     reason: str
     message: str
     disrupted: bool
+    #: The node the pod was on (a lost node's pods are evicted with a message that does
+    #: not name it).
+    node: str = ""
 
     def describe(self) -> str:
         if self.disrupted:
-            return f"was disrupted ({self.reason}){': ' + self.message if self.message else ''}"
+            where = f" on node {self.node}" if self.node else ""
+            return (
+                f"was disrupted ({self.reason}){where}{': ' + self.message if self.message else ''}"
+            )
         text = f"exited with code {self.exit_code}"
         if self.reason and self.reason != "Error":
             text += f" ({self.reason})"
@@ -253,7 +259,9 @@ def observe_pod(body: Mapping[str, Any]) -> PodObservation:
         phase=phase,
         terminating=terminating,
         succeeded=phase == "Succeeded" or _exited_zero(main),
-        failure=_failure(status, main, phase, terminating),
+        failure=_failure(
+            status, main, phase, terminating, (body.get("spec") or {}).get("nodeName")
+        ),
         container_restarts=sum(
             int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or []
         ),
@@ -289,7 +297,11 @@ def _disruption(status: Mapping[str, Any]) -> tuple[str, str] | None:
 
 
 def _failure(
-    status: Mapping[str, Any], main: Mapping[str, Any], phase: str, terminating: bool
+    status: Mapping[str, Any],
+    main: Mapping[str, Any],
+    phase: str,
+    terminating: bool,
+    node: str | None,
 ) -> Failure | None:
     disruption = _disruption(status)
     if phase == "Failed":
@@ -305,10 +317,10 @@ def _failure(
             status.get("reason") or "PodFailed",
             status.get("message") or "the pod failed before its container ran",
         )
-        return Failure(exit_code=None, reason=reason, message=message, disrupted=True)
+        return Failure(None, reason, message, disrupted=True, node=node or "")
     if terminating and phase != "Succeeded":
         reason, message = disruption or ("PodDeleted", "the pod was deleted")
-        return Failure(exit_code=None, reason=reason, message=message, disrupted=True)
+        return Failure(None, reason, message, disrupted=True, node=node or "")
     return None
 
 

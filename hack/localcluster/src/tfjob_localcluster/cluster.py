@@ -27,7 +27,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -71,13 +71,17 @@ class LocalCluster:
         registry: Registry | None = None,
         images: ImageStore | None = None,
         say: Callable[[str], None] = lambda _message: None,
+        control_plane_args: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
+        """`control_plane_args` appends flags to control-plane components (ControlPlane's
+        `extra_args`)."""
         self.state_dir = Path(state_dir).resolve()
         self.node_name = node_name
         self.gpus = gpus
         self.registry = registry or Registry()
         self.images = images or ImageStore(say=say)
         self._say = say
+        self.control_plane_args = dict(control_plane_args or {})
         self.binaries = binaries_module.locate(
             *binaries_module.CONTROL_PLANE, *binaries_module.NODE
         )
@@ -121,6 +125,7 @@ class LocalCluster:
                 binaries=self.binaries,
                 on_spawn=self._record,
                 say=self._say,
+                extra_args=self.control_plane_args,
             )
             self.control_plane.start_api(deadline)
             self.api_url = self.control_plane.api_url
@@ -205,6 +210,33 @@ class LocalCluster:
                     f"{self.logs_dir}"
                 )
             time.sleep(0.1)
+
+    def lose_node(self, down_seconds: float, timeout: float = 180) -> None:
+        """The node dies with everything on it and boots again `down_seconds` later, as a
+        machine that loses its power: its init is SIGKILLed, so the kernel ends every
+        process of its PID namespace (kubelet, containerd, the containers) and its mounts
+        and network go with its namespaces, while its disk (the state dir) stays. It boots
+        with the same name and configuration; returns once the Node is Ready again. For
+        fault injection (chaos/).
+
+        The host's end of the node's veth pair goes with the node's end, and the API server
+        listens on the host end's address: that end is made again at once, so that the
+        control plane loses the node and nothing else."""
+        plane, slot, node = self.control_plane, self.slot, self.node_process
+        if plane is None or slot is None or node is None or not node.running():
+            raise ClusterError("the cluster's node is not running")
+        node.kill()
+        self.node_process = self.node_init = self.runtime = None
+        deadline = time.monotonic() + timeout
+        while slot.network.host_link in network.link_names():
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{slot.network.host_link} outlived the node's namespace")
+            time.sleep(0.05)
+        network.create_node_link(slot.network)
+        time.sleep(down_seconds)
+        deadline = time.monotonic() + timeout
+        self._start_node(plane, slot, deadline)
+        self._wait_ready(deadline)
 
     def load_images(self, references: Iterable[str]) -> None:
         """Imports images built by `make images` into the node (skips those it has)."""
