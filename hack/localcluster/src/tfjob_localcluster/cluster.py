@@ -215,7 +215,8 @@ class LocalCluster:
         """The node dies with everything on it and boots again `down_seconds` later, as a
         machine that loses its power: its init is SIGKILLed, so the kernel ends every
         process of its PID namespace (kubelet, containerd, the containers) and its mounts
-        and network go with its namespaces, while its disk (the state dir) stays. It boots
+        and network go with its namespaces, and its cgroups are removed, as a reboot
+        clears them, while its disk (the state dir) stays. It boots
         with the same name and configuration; returns once the Node is Ready again. For
         fault injection (chaos/).
 
@@ -233,6 +234,11 @@ class LocalCluster:
                 raise ClusterError(f"{slot.network.host_link} outlived the node's namespace")
             time.sleep(0.05)
         network.create_node_link(slot.network)
+        # A reboot starts with no cgroups: the dead pods' cgroups are host state here, and
+        # a kubelet that finds them waits for containers that no runtime knows.
+        if left := cgroups.remove(slot.cgroup_root):
+            raise ClusterError(f"the lost node's cgroups could not be removed: {left}")
+        cgroups.create(slot.cgroup_root)
         time.sleep(down_seconds)
         deadline = time.monotonic() + timeout
         self._start_node(plane, slot, deadline)
