@@ -65,6 +65,8 @@ def seen(at: float, resource: str, event: str, obj: Mapping[str, Any]) -> Seen:
     name = str(meta.get("name", ""))
     is_job, is_pod = resource == "tfjobs", resource == "pods"
     state = status.get("state") if is_job else status.get("phase") if is_pod else ""
+    disrupted = _true_condition(status, "DisruptionTarget")
+    restarting = _true_condition(status, "Restarting")
     return Seen(
         at=round(at, 3),
         resource=resource,
@@ -77,17 +79,21 @@ def seen(at: float, resource: str, event: str, obj: Mapping[str, Any]) -> Seen:
         generation=str(labels.get(LABEL_GENERATION, "")) if is_pod else "",
         deleting=bool(meta.get("deletionTimestamp")),
         exit_code=_exit_code(status) if is_pod else None,
-        disruption=_true_condition(status, "DisruptionTarget").partition(":")[0] if is_pod else "",
-        restarting=_true_condition(status, "Restarting") if is_job else "",
+        disruption=str(disrupted.get("reason") or "") if is_pod else "",
+        restarting=(
+            f"{restarting.get('reason') or ''}: {restarting.get('message') or ''}"
+            if is_job and restarting
+            else ""
+        ),
     )
 
 
-def _true_condition(status: Mapping[str, Any], kind: str) -> str:
-    """The condition of type `kind` as "reason: message" if it is True, else ""."""
+def _true_condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    """The condition of type `kind` if it is True, else an empty mapping."""
     for condition in status.get("conditions") or []:
         if condition.get("type") == kind and condition.get("status") == "True":
-            return f"{condition.get('reason') or kind}: {condition.get('message') or ''}"
-    return ""
+            return dict(condition)
+    return {}
 
 
 def _exit_code(status: Mapping[str, Any]) -> int | None:

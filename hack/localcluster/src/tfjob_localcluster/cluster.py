@@ -216,9 +216,8 @@ class LocalCluster:
         machine that loses its power: its init is SIGKILLed, so the kernel ends every
         process of its PID namespace (kubelet, containerd, the containers) and its mounts
         and network go with its namespaces, and its cgroups are removed, as a reboot
-        clears them, while its disk (the state dir) stays. It boots
-        with the same name and configuration; returns once the Node is Ready again. For
-        fault injection (chaos/).
+        clears them, while its disk (the state dir) stays. It boots with the same name and
+        configuration; returns once the Node is Ready again. For fault injection (chaos/).
 
         The host's end of the node's veth pair goes with the node's end, and the API server
         listens on the host end's address: that end is made again at once, so that the
