@@ -190,7 +190,7 @@ class BenchCluster:
                 rest.create_or_replace(
                     "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas", flow_schema(user)
                 )
-            self._start_kwok()
+            self.kwok = kwok.start(self.plane, self.binaries.kwok, self.state_dir, KWOK_USER)
             for index in range(self.node_count):
                 rest.create_or_replace("/api/v1/nodes", kwok.node(index))
             self._install_crds(deadline)
@@ -254,19 +254,6 @@ class BenchCluster:
         return str(text)
 
     # --- details -----------------------------------------------------------------------
-
-    def _start_kwok(self) -> None:
-        kubeconfig = self.plane.client_kubeconfig(
-            _file_name(KWOK_USER), KWOK_USER, ("system:masters",)
-        )
-        config = self.state_dir / "kwok.yaml"
-        config.write_text(yaml.safe_dump(kwok.configuration()))
-        self.kwok = ManagedProcess(
-            "kwok",
-            kwok.argv(self.binaries.kwok, kubeconfig, config),
-            self.plane.logs_dir / "kwok.log",
-        )
-        self.kwok.start()
 
     def _install_crds(self, deadline: float) -> None:
         for path in self.crds:

@@ -15,6 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from tfjob_localcluster.controlplane import ControlPlane
+from tfjob_localcluster.procs import ManagedProcess
+
 NODE_ANNOTATION = "kwok.x-k8s.io/node"
 NODE_PREFIX = "kwok-node-"
 #: Pods per node: room for the largest run on any one node, so placement never fails.
@@ -67,8 +72,25 @@ def node(index: int) -> dict[str, Any]:
     }
 
 
+def start(plane: ControlPlane, binary: Path, state_dir: Path, user: str) -> ManagedProcess:
+    """kwok against a running control plane, as `user` (a cluster admin), logging beside it.
+
+    Its configuration file is written into `state_dir`; the caller stops the process.
+    """
+    kubeconfig = plane.client_kubeconfig("kwok", user, ("system:masters",))
+    config = state_dir / "kwok.yaml"
+    config.write_text(yaml.safe_dump(configuration()))
+    process = ManagedProcess("kwok", argv(binary, kubeconfig, config), plane.logs_dir / "kwok.log")
+    process.start()
+    return process
+
+
+def ready(node_obj: dict[str, Any]) -> bool:
+    """The Node's Ready condition is True."""
+    conditions = (node_obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
 def schedulable(node_obj: dict[str, Any]) -> bool:
     """Ready and without the not-ready taint the API server puts on a new Node."""
-    conditions = (node_obj.get("status") or {}).get("conditions") or []
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-    return ready and not (node_obj.get("spec") or {}).get("taints")
+    return ready(node_obj) and not (node_obj.get("spec") or {}).get("taints")

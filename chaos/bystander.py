@@ -14,8 +14,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-import yaml
-
 from bench import kwok
 from tfjob_localcluster import binaries
 from tfjob_localcluster.cluster import LocalCluster
@@ -53,13 +51,7 @@ class Bystander:
         self.process: ManagedProcess | None = None
 
     def __enter__(self) -> Bystander:
-        kubeconfig = self.plane.client_kubeconfig("kwok", KWOK_USER, ("system:masters",))
-        config = self.state_dir / "kwok.yaml"
-        config.write_text(yaml.safe_dump(kwok.configuration()))
-        self.process = ManagedProcess(
-            "kwok", kwok.argv(self.kwok, kubeconfig, config), self.plane.logs_dir / "kwok.log"
-        )
-        self.process.start()
+        self.process = kwok.start(self.plane, self.kwok, self.state_dir, KWOK_USER)
         rest = self.plane.rest()
         rest.create_or_replace("/api/v1/nodes", node())
         deadline = time.monotonic() + READY_SECONDS
@@ -83,8 +75,6 @@ class Bystander:
 
 def _ready(rest: Rest) -> bool:
     try:
-        body = rest.request("GET", f"/api/v1/nodes/{NAME}")
+        return kwok.ready(rest.request("GET", f"/api/v1/nodes/{NAME}"))
     except (RestError, OSError):
         return False
-    conditions = (body.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
