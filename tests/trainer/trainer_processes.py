@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,22 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tfjob_localcluster.controlplane import free_ports
 from tfjob_trainer.results import parse_results
 
 TRAIN = str(Path(sys.executable).with_name("tfjob-train"))
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def tf_config(cluster: dict[str, list[str]], task_type: str, index: int) -> str:
@@ -127,7 +114,7 @@ class LocalJob:
     finished: list[Task] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        ports = iter(free_ports(sum(self.counts.values())))
+        ports = iter(free_ports("127.0.0.1", sum(self.counts.values())))
         self.cluster = {
             kind: [f"127.0.0.1:{next(ports)}" for _ in range(count)]
             for kind, count in self.counts.items()

@@ -88,10 +88,22 @@ class _Component:
     ports: list[int] = field(default_factory=list)
 
 
+def free_ports(host: str, count: int) -> list[int]:
+    """`count` distinct ports free on `host`: all are held while they are picked."""
+    probes: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            probes.append(probe)
+            probe.bind((host, 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+
+
 def free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
+    return free_ports(host, 1)[0]
 
 
 class ControlPlane:
@@ -259,7 +271,7 @@ class ControlPlane:
             time.sleep(0.1)
 
     def _launch(self, component: _Component) -> None:
-        ports = [free_port(component.host) for _ in range(component.port_count)]
+        ports = free_ports(component.host, component.port_count)
         if component.preferred and component.attempts == 0:
             ports = component.preferred
         component.ports = ports
