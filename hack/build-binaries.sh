@@ -10,7 +10,8 @@
 #   hack/build-binaries.sh --print-dir TOOL                  prints where TOOL's binaries live
 #
 # TFJOB_CACHE overrides the cache root (default: ~/.cache/tfjob-operator); Go's GOPATH and
-# build cache are under it (go/, go-build/) unless GOPATH or GOCACHE is set.
+# build cache are under it (go/, go-build/) unless GOPATH or GOCACHE is set, and so are the
+# toolchain's usage counters (config/).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -281,6 +282,10 @@ if [ "${1:-}" = "--print-dir" ]; then
 fi
 
 command -v go >/dev/null || { echo "build-binaries: the Go toolchain is required (go not on PATH)" >&2; exit 1; }
+# The toolchain's own usage counters (telemetry) go to XDG_CONFIG_HOME's go/telemetry:
+# the cache's config/, not ~/.config. GOENV keeps the user's `go env -w` settings read.
+GOENV=${GOENV:-$(go env GOENV)}
+export GOENV XDG_CONFIG_HOME=$cache/config
 mkdir -p "$cache/bin" "$cache/src"
 # One build at a time per cache; scratch dirs of an interrupted build are never reused.
 exec 9>"$cache/.build.lock"

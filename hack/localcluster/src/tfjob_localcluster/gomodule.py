@@ -25,11 +25,15 @@ class ModuleError(RuntimeError):
 def go_env() -> dict[str, str]:
     """The environment `go` runs in: the pinned toolchain, GOPATH (with the module cache)
     and the build cache under the project's cache unless set, a module cache that `rm -rf`
-    can remove."""
+    can remove, and the toolchain's usage counters in the cache's config/ (GOENV keeps the
+    user's `go env -w` settings, which live beside them by default)."""
     tmp = cache_root() / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
+    user_config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return {
         **os.environ,
+        "GOENV": os.environ.get("GOENV") or str(Path(user_config) / "go" / "env"),
+        "XDG_CONFIG_HOME": str(cache_root() / "config"),
         "GOPATH": os.environ.get("GOPATH") or str(cache_root() / "go"),
         "GOCACHE": os.environ.get("GOCACHE") or str(cache_root() / "go-build"),
         "GOTMPDIR": str(tmp),
