@@ -96,7 +96,10 @@ class KindCluster:
         """Deletes the cluster; leaves no container, network or engine of the run."""
         try:
             self.say(f"deleting kind cluster {self.name}")
-            self._kind("delete", "cluster", "--name", self.name)
+            # With no --kubeconfig, kind edits $KUBECONFIG or ~/.kube/config (making ~/.kube).
+            self._kind(
+                "delete", "cluster", "--name", self.name, "--kubeconfig", str(self.kubeconfig)
+            )
             left = self.containers()
             if left:
                 raise KindError(f"containers of kind cluster {self.name} left: {left}")
