@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from bench.audit import Request, created
 from bench.shape import job_of_child
+from bench.stats import summarize
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,14 @@ def jobs_created(requests: Iterable[Request], user: str) -> dict[str, float]:
     return {r.name: r.at for r in created(requests, "tfjobs") if r.user == user}
 
 
-def leader_exits(
+def leader_exit_requests(
     requests: Iterable[Request], user: str, leaders: Mapping[str, str]
-) -> dict[str, float]:
-    """Job name -> when `user`'s status write that ended its leader pod was answered.
+) -> dict[str, Request]:
+    """Job name -> `user`'s status write that ended its leader pod.
 
     `leaders` maps each leader pod's name to its job.
     """
-    exits: dict[str, float] = {}
+    exits: dict[str, Request] = {}
     for r in requests:
         if (
             r.user == user
@@ -78,8 +79,70 @@ def leader_exits(
             and 200 <= r.code < 300
             and r.name in leaders
         ):
-            exits[leaders[r.name]] = r.at
+            exits[leaders[r.name]] = r
     return exits
+
+
+def answered_at(by_job: Mapping[str, Request]) -> dict[str, float]:
+    """Job name -> when its request was answered."""
+    return {job: r.at for job, r in by_job.items()}
+
+
+@dataclass(frozen=True)
+class ExitSplit:
+    """Where one job's exit→Succeeded went, by the audit log and the harness's watch.
+
+    `react`: from the exit's answer to the controller's first status write of the job being
+    received (a write received after the exit was, but before it was answered, counts: a
+    watch can deliver the change before its writer has its answer, so `react` can be a
+    little below 0); `write`: that write's time in the API server; `seen`: from its answer to the
+    harness seeing Succeeded (the watch's delivery, plus any later write if the first one
+    did not decide). The three add up to exit→Succeeded.
+    """
+
+    react: float
+    write: float
+    seen: float
+
+
+def exit_splits(
+    exits: Mapping[str, Request],
+    requests: Iterable[Request],
+    user: str,
+    succeeded_at: Mapping[str, float],
+) -> dict[str, ExitSplit]:
+    """Job name -> its split, for the jobs whose exit, status write and Succeeded are known."""
+    first: dict[str, Request] = {}
+    for r in requests:
+        exit_ = exits.get(r.name)
+        if (
+            exit_ is None
+            or r.user != user
+            or (r.resource, r.subresource) != ("tfjobs", "status")
+            or r.verb not in ("patch", "update")
+            or r.received < exit_.received
+        ):
+            continue
+        if r.name not in first or r.received < first[r.name].received:
+            first[r.name] = r
+    return {
+        job: ExitSplit(
+            react=write.received - exits[job].at,
+            write=write.at - write.received,
+            seen=succeeded_at[job] - write.at,
+        )
+        for job, write in first.items()
+        if job in succeeded_at
+    }
+
+
+def split_summary(splits: Mapping[str, ExitSplit]) -> dict[str, dict[str, float | int]]:
+    parts = splits.values()
+    return {
+        "react": summarize([s.react for s in parts]),
+        "write": summarize([s.write for s in parts]),
+        "seen": summarize([s.seen for s in parts]),
+    }
 
 
 def distinct_names(creates: Iterable[Request]) -> int:

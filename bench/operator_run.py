@@ -29,15 +29,14 @@ from bench.cluster import (
     BenchCluster,
     flow_schema_name,
 )
+from bench.leaders import end_leaders
 from bench.operator_process import ERROR_LINE, OperatorProcess
 from bench.procstats import MIB, Meter, Sampler, group_usage
 from bench.progress import Progress, WaitTimeout
 from bench.settings import Settings
-from bench.shape import job_names, leader_exit_patch, tfjob
+from bench.shape import job_names, tfjob
 from bench.stats import summarize
 from bench.watching import watching
-from tfjob_operator import timeutil
-from tfjob_operator.kube import MERGE_PATCH
 
 #: After the operator reports ready, before the first TFJob: its startup's tail settles.
 SETTLE_SECONDS = 1.0
@@ -152,10 +151,10 @@ async def _drive(
 ) -> Moments:
     shape = settings.shape
     names = job_names(size)
-    leaders = [shape.leader_name(name) for name in names]
+    leaders = shape.leaders(names)
     children = [child for name in names for child in shape.child_names(name)]
     progress = Progress.expecting(children, leaders)
-    jobs_path = f"/apis/{settings.group}/{settings.version}/namespaces/{NAMESPACE}/tfjobs"
+    jobs_path = settings.jobs_path(NAMESPACE)
     watches = {
         f"/api/v1/namespaces/{NAMESPACE}/pods": progress.on_pod,
         f"/api/v1/namespaces/{NAMESPACE}/services": progress.on_service,
@@ -180,19 +179,6 @@ async def _drive(
 
             return call
 
-        def end_leader(name: str) -> Callable[[], Awaitable[None]]:
-            async def call() -> None:
-                finished = timeutil.to_rfc3339(timeutil.now())
-                patch = leader_exit_patch(progress.leader_pods[name], finished)
-                await driver.request(
-                    "PATCH",
-                    f"/api/v1/namespaces/{NAMESPACE}/pods/{name}/status",
-                    patch,
-                    content_type=MERGE_PATCH,
-                )
-
-            return call
-
         submitted = time.time()
         await bounded(settings.driver_concurrency, [submit(name) for name in names])
         created = await progress.wait_until(
@@ -201,8 +187,7 @@ async def _drive(
         running = await progress.wait_until(
             progress.all_running, "every pod Running", timeout, check
         )
-        exits_sent = time.time()
-        await bounded(settings.driver_concurrency, [end_leader(name) for name in leaders])
+        exits_sent = await end_leaders(driver, progress, leaders, settings.driver_concurrency)
         succeeded = await progress.wait_until(
             progress.all_succeeded, "every TFJob Succeeded", timeout, check
         )
@@ -245,10 +230,9 @@ def _figures(
     span = measure.creation_span(submissions, pods + services)
     jobs_created = measure.jobs_created(driver_requests, DRIVER_USER)
     create_to_pods = measure.per_job(jobs_created, measure.children_done(pods))
-    exits = measure.leader_exits(
-        driver_requests, DRIVER_USER, {shape.leader_name(name): name for name in names}
-    )
-    exit_to_succeeded = measure.per_job(exits, moments.succeeded_at)
+    exits = measure.leader_exit_requests(driver_requests, DRIVER_USER, shape.leaders(names))
+    splits = measure.exit_splits(exits, operator_requests, OPERATOR_USER, moments.succeeded_at)
+    exit_to_succeeded = measure.per_job(measure.answered_at(exits), moments.succeeded_at)
     if len(exit_to_succeeded) != size:
         raise OperatorRunError(
             f"exit and Succeeded moments known for {len(exit_to_succeeded)} of {size} jobs"
@@ -264,6 +248,7 @@ def _figures(
         "server_create_latency_seconds": summarize([r.at - r.received for r in pods + services]),
         "create_to_pods_seconds": summarize(list(create_to_pods.values())),
         "exit_to_succeeded_seconds": summarize(list(exit_to_succeeded.values())),
+        "exit_split_seconds": measure.split_summary(splits),
         "timeline_seconds": {
             "all_created_seen": round(moments.created - since, 3),
             "all_running_seen": round(moments.running - since, 3),

@@ -31,6 +31,15 @@ def plot(doc: dict[str, Any], path: Path) -> None:
         latency.plot(
             sizes, [op[key]["p99"] for op in ops], "s--", color=color, label=f"{label} p99"
         )
+    floor_done = [run["floor"].get("exit_to_succeeded_seconds") for run in runs]
+    if all(floor_done):
+        latency.plot(
+            sizes,
+            [done["p50"] for done in floor_done],
+            "^:",
+            color="tab:gray",
+            label="floor: leader exit → Succeeded p50",
+        )
     latency.set_title("Per-job latency")
     latency.set_ylabel("seconds")
 

@@ -115,18 +115,24 @@ def table(doc: dict[str, Any]) -> str:
     """A Markdown table of the runs (what `make bench` prints and the README records)."""
     lines = [
         "| N | pods + services | floor | operator | ratio | create→pods p50 / p99 "
-        "| exit→Succeeded p50 / p99 | requests / job (writes) | peak RSS | operator CPU |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| exit→Succeeded p50 / p99 | floor exit→Succeeded p50 / p99 "
+        "| requests / job (writes) | peak RSS | operator CPU |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in doc["runs"]:
         op, floor = run["operator"], run["floor"]
         pods = op["create_to_pods_seconds"]
         done = op["exit_to_succeeded_seconds"]
+        # Recorded before the floor measured completion: none.
+        floor_done = floor.get("exit_to_succeeded_seconds")
+        floor_done_text = (
+            f"{floor_done['p50']:.3f} / {floor_done['p99']:.3f} s" if floor_done else "—"
+        )
         lines.append(
             f"| {run['n']} | {floor['objects']} | {floor['create_seconds']:.2f} s "
             f"| {op['create_seconds']:.2f} s | {run['ratio_to_floor']:.2f}x "
             f"| {pods['p50']:.3f} / {pods['p99']:.3f} s "
-            f"| {done['p50']:.3f} / {done['p99']:.3f} s "
+            f"| {done['p50']:.3f} / {done['p99']:.3f} s | {floor_done_text} "
             f"| {op['requests']['per_job']:.1f} ({op['requests']['writes_per_job']:.1f}) "
             f"| {op['process']['peak_rss_mib']:.0f} MiB "
             f"| {op['process']['cpu_seconds_after_ready']:.1f} s |"

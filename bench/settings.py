@@ -36,5 +36,8 @@ class Settings:
     def version(self) -> str:
         return self.api_version.partition("/")[2]
 
+    def jobs_path(self, namespace: str) -> str:
+        return f"/apis/{self.group}/{self.version}/namespaces/{namespace}/tfjobs"
+
     def state_dir(self, phase: str, size: int, round_: int) -> Path:
         return self.work_dir / f"{phase}-n{size}-r{round_}"

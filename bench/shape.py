@@ -79,6 +79,10 @@ class Shape:
             raise ShapeError("the shape has neither a chief nor a worker to decide success")
         return str(leader.name(job_name))
 
+    def leaders(self, job_names: list[str]) -> dict[str, str]:
+        """Leader pod name -> its job's name."""
+        return {self.leader_name(name): name for name in job_names}
+
 
 def parse_shape(text: str) -> Shape:
     """Parses `chief=1,worker=4,ps=2`; raises ShapeError naming the problem."""
@@ -146,8 +150,8 @@ def tfjob(api_version: str, name: str, shape: Shape) -> Obj:
 def floor_objects(namespace: str, names: list[str], shape: Shape) -> Iterator[tuple[str, Obj]]:
     """(collection path, object) for every child of every job, as the operator renders them.
 
-    The owner reference is dropped: there is no TFJob to own them, and the garbage
-    collector would delete children of an owner that does not exist.
+    The owner reference is dropped: it would name a uid no TFJob has, and the garbage
+    collector deletes children of an owner that does not exist.
     """
     for name in names:
         spec = shape.parsed(name)

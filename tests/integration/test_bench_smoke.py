@@ -61,7 +61,12 @@ def test_bench_smoke_run_at_n5(tmp_path: Path) -> None:
     floor, operator = run["floor"], run["operator"]
     children = JOBS * REPLICAS
     assert floor["objects"] == 2 * children
-    assert floor["requests"]["by_code"] == {"201": 2 * children}
+    # The floor's client created every child and marked every job Succeeded, once each;
+    # its other requests are its responder's pod listing and watch.
+    assert floor["requests"]["by_code"]["201"] == 2 * children
+    assert set(floor["requests"]["by_code"]) == {"200", "201"}
+    assert floor["requests"]["by_kind"]["patch tfjobs/status"] == JOBS
+    assert floor["requests"]["by_kind"]["list pods"] == floor["requests"]["by_kind"]["watch pods"]
 
     assert operator["jobs_succeeded"] == JOBS
     assert operator["pods_created"] == operator["services_created"] == children
@@ -70,10 +75,18 @@ def test_bench_smoke_run_at_n5(tmp_path: Path) -> None:
     assert run["ratio_to_floor"] == pytest.approx(
         operator["create_seconds"] / floor["create_seconds"], abs=0.01
     )
-    for key in ("create_to_pods_seconds", "exit_to_succeeded_seconds"):
-        summary = operator[key]
+    for summary in (
+        operator["create_to_pods_seconds"],
+        operator["exit_to_succeeded_seconds"],
+        floor["exit_to_succeeded_seconds"],
+    ):
         assert summary["count"] == JOBS
         assert 0 < summary["min"] <= summary["p50"] <= summary["p99"] <= summary["max"]
+    # Every job's exit→Succeeded splits into reaction, write and watch delivery.
+    for phase in (floor, operator):
+        split = phase["exit_split_seconds"]
+        assert split["react"]["count"] == split["write"]["count"] == JOBS
+        assert split["write"]["min"] > 0
 
     requests = operator["requests"]
     # The API server's two records of the operator's requests agree: the audit log and

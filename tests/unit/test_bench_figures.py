@@ -156,8 +156,49 @@ def test_per_job_latencies_come_from_the_servers_moments() -> None:
     assert span.seconds == pytest.approx(1.5)
     assert span.objects == 4
     assert measure.distinct_names(pods + audit.created(requests, "services")) == 4
-    exits = measure.leader_exits(requests, DRIVER, {"a-chief-0": "a", "b-chief-0": "b"})
+    exits = measure.leader_exit_requests(requests, DRIVER, {"a-chief-0": "a", "b-chief-0": "b"})
     assert list(exits) == ["a"]
+    # 2026-01-01T00:00:02.5Z
+    assert measure.answered_at(exits) == pytest.approx({"a": 1767225602.5})
+
+
+def test_exit_splits_take_each_jobs_first_status_write_after_its_exit() -> None:
+    requests = [
+        audit.parse_event(e)
+        for e in (
+            # Before a's exit: not a reaction to it.
+            event(OPERATOR, "patch", "tfjobs", "a", 200, "00.500", "00.600", subresource="status"),
+            event(OPERATOR, "patch", "tfjobs", "a", 200, "01.300", "01.500", subresource="status"),
+            event(OPERATOR, "patch", "tfjobs", "a", 200, "01.100", "01.200", subresource="status"),
+            # Kubeflow writes its status with PUT (update).
+            event(OPERATOR, "update", "tfjobs", "b", 200, "02.400", "02.450", subresource="status"),
+            # Not a status write, or another user's.
+            event(OPERATOR, "patch", "tfjobs", "b", 200, "02.100", "02.200"),
+            event(DRIVER, "patch", "tfjobs", "b", 200, "02.100", "02.200", subresource="status"),
+            # c never Succeeded.
+            event(OPERATOR, "patch", "tfjobs", "c", 200, "03.100", "03.200", subresource="status"),
+        )
+    ]
+    exits = {
+        job: audit.parse_event(
+            event(DRIVER, "patch", "pods", f"{job}-chief-0", 200, f"0{t - 0.05:.3f}", f"0{t:.3f}")
+        )
+        for job, t in {"a": 1.0, "b": 2.0, "c": 3.0}.items()
+    }
+    splits = measure.exit_splits(
+        exits,
+        requests,
+        OPERATOR,
+        {"a": 1767225601.7, "b": 1767225602.5},
+    )
+    assert set(splits) == {"a", "b"}
+    # Epoch seconds as floats keep microseconds only to about 1e-6.
+    a, b = splits["a"], splits["b"]
+    assert (a.react, a.write, a.seen) == pytest.approx((0.1, 0.1, 0.5), abs=1e-5)
+    assert (b.react, b.write, b.seen) == pytest.approx((0.4, 0.05, 0.05), abs=1e-5)
+    summary = measure.split_summary(splits)
+    assert summary["react"]["count"] == 2
+    assert summary["seen"]["max"] == pytest.approx(0.5)
 
 
 PROMETHEUS = """\
@@ -186,12 +227,21 @@ def test_server_and_operator_metrics_are_read_by_name() -> None:
     assert promtext.counters(None, "tfjob_operator_") == {}
 
 
-def entry(size: int, round_: int, floor_seconds: float, operator_seconds: float) -> dict[str, Any]:
+def entry(
+    size: int,
+    round_: int,
+    floor_seconds: float,
+    operator_seconds: float,
+    floor_done: dict[str, float] | None = None,
+) -> dict[str, Any]:
     latency = {"p50": 0.5, "p99": 0.9}
+    floor: dict[str, Any] = {"objects": 140, "create_seconds": floor_seconds}
+    if floor_done is not None:
+        floor["exit_to_succeeded_seconds"] = floor_done
     return report.run_entry(
         size,
         round_,
-        {"objects": 140, "create_seconds": floor_seconds},
+        floor,
         {
             "create_seconds": operator_seconds,
             "create_to_pods_seconds": latency,
@@ -209,6 +259,15 @@ def test_table_has_a_row_per_run_with_the_ratio() -> None:
     assert len(lines) == 3
     assert lines[2].startswith("| 10 | 140 | 2.00 s | 3.00 s | 1.50x |")
     assert "60.0 (59.5)" in lines[2]
+    # A run recorded before the floor measured completion has no floor figure for it.
+    assert "| 0.500 / 0.900 s | — |" in lines[2]
+    assert all(line.count("|") == lines[0].count("|") for line in lines)
+
+
+def test_table_shows_the_floors_exit_to_succeeded_beside_the_operators() -> None:
+    run = entry(10, 1, 2.0, 3.0, floor_done={"p50": 0.25, "p99": 0.4})
+    row = report.table({"runs": [run]}).splitlines()[2]
+    assert "| 0.500 / 0.900 s | 0.250 / 0.400 s |" in row
 
 
 def test_rounds_of_one_size_end_the_table_with_their_median_ratio() -> None:
