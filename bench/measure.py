@@ -92,12 +92,15 @@ def answered_at(by_job: Mapping[str, Request]) -> dict[str, float]:
 class ExitSplit:
     """Where one job's exit→Succeeded went, by the audit log and the harness's watch.
 
-    `react`: from the exit's answer to the controller's first status write of the job being
-    received (a write received after the exit was, but before it was answered, counts: a
-    watch can deliver the change before its writer has its answer, so `react` can be a
-    little below 0); `write`: that write's time in the API server; `seen`: from its answer to the
-    harness seeing Succeeded (the watch's delivery, plus any later write if the first one
-    did not decide). The three add up to exit→Succeeded.
+    - `react`: from the exit's answer to the controller's first status write of the job
+      being received. A write received after the exit was, but before it was answered,
+      counts: a watch can deliver the change before its writer has its answer, so
+      `react` can be a little below 0.
+    - `write`: that write's time in the API server.
+    - `seen`: from its answer to the harness seeing Succeeded (the watch's delivery, plus
+      any later write if the first one did not decide).
+
+    The three add up to exit→Succeeded.
     """
 
     react: float
