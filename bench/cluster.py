@@ -9,6 +9,7 @@ cluster admins are) gives `apiserver_flowcontrol_dispatched_requests_total{flow_
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -261,6 +262,7 @@ class BenchCluster:
                 [
                     str(self.binaries.kubectl),
                     f"--kubeconfig={self.plane.admin_kubeconfig}",
+                    f"--cache-dir={_kubectl_cache()}",
                     "apply",
                     "--server-side",
                     "--force-conflicts",
@@ -301,6 +303,12 @@ class BenchCluster:
                 pass
             time.sleep(0.2)
         raise BenchClusterError(f"the bench cluster was not ready in time: waiting for {waiting}")
+
+
+def _kubectl_cache() -> str:
+    """kubectl's discovery cache: in the project's cache (as `make` sets KUBECACHEDIR), not
+    ~/.kube/cache, when the bench runs without make."""
+    return os.environ.get("KUBECACHEDIR") or str(binaries_module.cache_root() / "kube")
 
 
 def _file_name(user: str) -> str:

@@ -283,9 +283,9 @@ fi
 
 command -v go >/dev/null || { echo "build-binaries: the Go toolchain is required (go not on PATH)" >&2; exit 1; }
 # The toolchain's own usage counters (telemetry) go to XDG_CONFIG_HOME's go/telemetry:
-# the cache's config/, not ~/.config. GOENV keeps the user's `go env -w` settings read.
-GOENV=${GOENV:-$(go env GOENV)}
-export GOENV XDG_CONFIG_HOME=$cache/config
+# the cache's config/, not ~/.config. GOENV keeps the user's `go env -w` settings read
+# (where go looks for them by default; asking `go env` would count in ~/.config).
+export GOENV=${GOENV:-${XDG_CONFIG_HOME:-$HOME/.config}/go/env} XDG_CONFIG_HOME=$cache/config
 mkdir -p "$cache/bin" "$cache/src"
 # One build at a time per cache; scratch dirs of an interrupted build are never reused.
 exec 9>"$cache/.build.lock"
