@@ -108,7 +108,7 @@ def run_floor(
 async def _drive(
     cluster: BenchCluster, settings: Settings, names: list[str], objects: list[tuple[str, Obj]]
 ) -> Outcome:
-    """Creates every object, then the TFJobs, then ends their leaders (module docstring)."""
+    """Creates the TFJobs, then their children, then ends the leaders (module docstring)."""
     shape = settings.shape
     children = [child for name in names for child in shape.child_names(name)]
     leaders = shape.leaders(names)
