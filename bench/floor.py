@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import audit, measure, promtext
-from bench.apiclient import ApiClient, bounded
+from bench.apiclient import ApiClient, bounded, reply_message
 from bench.cluster import DRIVER_USER, FLOOR_USER, NAMESPACE, BenchCluster
 from bench.leaders import end_leaders
 from bench.procstats import Meter
@@ -73,27 +73,23 @@ def run_floor(
             f"by {FLOOR_USER}, expected {len(objects)}"
         )
     span = measure.creation_span(mine, creates)
-    exits = measure.leader_exit_requests(
-        audit.completed(requests, DRIVER_USER), DRIVER_USER, settings.shape.leaders(names)
+    done = measure.completion(
+        audit.completed(requests, DRIVER_USER) + mine,
+        DRIVER_USER,
+        settings.shape.leaders(names),
+        FLOOR_USER,
+        outcome.succeeded_at,
     )
-    exit_to_succeeded = measure.per_job(measure.answered_at(exits), outcome.succeeded_at)
-    if len(exit_to_succeeded) != size:
-        raise FloorError(
-            f"exit and Succeeded moments known for {len(exit_to_succeeded)} of {size} jobs"
-        )
-    splits = measure.exit_splits(exits, mine, FLOOR_USER, outcome.succeeded_at)
-    done = summarize(list(exit_to_succeeded.values()))
     say(
         f"floor: {len(objects)} objects in {span.seconds:.2f}s ({span.per_second:.0f}/s), "
-        f"exit->Succeeded p50 {done['p50']:.3f}s"
+        f"exit->Succeeded p50 {done['exit_to_succeeded_seconds']['p50']:.3f}s"
     )
     return {
         "objects": len(objects),
         "create_seconds": round(span.seconds, 4),
         "objects_per_second": round(span.per_second, 1),
         "server_create_latency_seconds": summarize([r.at - r.received for r in creates]),
-        "exit_to_succeeded_seconds": done,
-        "exit_split_seconds": measure.split_summary(splits),
+        **done,
         "concurrency": settings.floor_concurrency,
         "requests": audit.count(mine).as_dict(),
         "watches": {
@@ -131,7 +127,7 @@ async def _drive(
             async def call() -> None:
                 status, reply = await client.send("POST", path, body)
                 if status != 201:
-                    message = reply.get("message") if isinstance(reply, dict) else reply
+                    message = reply_message(reply)
                     failures.append(f"POST {path} {body['metadata']['name']}: {status} {message}")
 
             return call

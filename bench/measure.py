@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bench.audit import Request, created
 from bench.shape import job_of_child
@@ -145,6 +146,35 @@ def split_summary(splits: Mapping[str, ExitSplit]) -> dict[str, dict[str, float 
         "react": summarize([s.react for s in parts]),
         "write": summarize([s.write for s in parts]),
         "seen": summarize([s.seen for s in parts]),
+    }
+
+
+class IncompleteRun(RuntimeError):
+    pass
+
+
+def completion(
+    requests: Sequence[Request],
+    driver: str,
+    leaders: Mapping[str, str],
+    controller: str,
+    succeeded_at: Mapping[str, float],
+) -> dict[str, Any]:
+    """exit→Succeeded of every job and its split, as a phase's result reports them.
+
+    `requests` are the audit log's final records; `driver` ended the leaders (`leaders`:
+    leader pod -> job) and `controller` marked the jobs Succeeded. Raises IncompleteRun
+    unless every job's exit and Succeeded moments are known.
+    """
+    exits = leader_exit_requests(requests, driver, leaders)
+    exit_to_succeeded = per_job(answered_at(exits), succeeded_at)
+    if len(exit_to_succeeded) != len(leaders):
+        raise IncompleteRun(
+            f"exit and Succeeded moments known for {len(exit_to_succeeded)} of {len(leaders)} jobs"
+        )
+    return {
+        "exit_to_succeeded_seconds": summarize(list(exit_to_succeeded.values())),
+        "exit_split_seconds": split_summary(exit_splits(exits, requests, controller, succeeded_at)),
     }
 
 

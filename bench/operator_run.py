@@ -230,13 +230,6 @@ def _figures(
     span = measure.creation_span(submissions, pods + services)
     jobs_created = measure.jobs_created(driver_requests, DRIVER_USER)
     create_to_pods = measure.per_job(jobs_created, measure.children_done(pods))
-    exits = measure.leader_exit_requests(driver_requests, DRIVER_USER, shape.leaders(names))
-    splits = measure.exit_splits(exits, operator_requests, OPERATOR_USER, moments.succeeded_at)
-    exit_to_succeeded = measure.per_job(measure.answered_at(exits), moments.succeeded_at)
-    if len(exit_to_succeeded) != size:
-        raise OperatorRunError(
-            f"exit and Succeeded moments known for {len(exit_to_succeeded)} of {size} jobs"
-        )
     since = moments.submitted
     return {
         "jobs": size,
@@ -247,8 +240,13 @@ def _figures(
         "objects_per_second": round(span.per_second, 1),
         "server_create_latency_seconds": summarize([r.at - r.received for r in pods + services]),
         "create_to_pods_seconds": summarize(list(create_to_pods.values())),
-        "exit_to_succeeded_seconds": summarize(list(exit_to_succeeded.values())),
-        "exit_split_seconds": measure.split_summary(splits),
+        **measure.completion(
+            driver_requests + operator_requests,
+            DRIVER_USER,
+            shape.leaders(names),
+            OPERATOR_USER,
+            moments.succeeded_at,
+        ),
         "timeline_seconds": {
             "all_created_seen": round(moments.created - since, 3),
             "all_running_seen": round(moments.running - since, 3),
