@@ -167,6 +167,11 @@ class ApiClient:
         return version
 
 
+def reply_message(reply: Any) -> Any:
+    """What a failed request's reply says: a Status's message, else the reply itself."""
+    return reply.get("message") if isinstance(reply, dict) else reply
+
+
 async def bounded(limit: int, calls: list[Callable[[], Awaitable[None]]]) -> None:
     """Runs the calls with at most `limit` in flight, in order; the first error propagates."""
     queue: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
