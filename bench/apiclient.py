@@ -103,6 +103,18 @@ class ApiClient:
             raise ApiError(status, f"{method} {path}", orjson.dumps(reply))
         return reply
 
+    async def text(self, path: str) -> str:
+        """A plain-text reply (the API server's /metrics); raises ApiError unless 2xx."""
+        async with self.session.get(
+            path,
+            headers={"Accept": "text/plain"},
+            timeout=aiohttp.ClientTimeout(total=REQUEST_SECONDS),
+        ) as reply:
+            raw = await reply.read()
+            if not 200 <= reply.status < 300:
+                raise ApiError(reply.status, f"GET {path}", raw)
+            return raw.decode()
+
     async def watch(
         self,
         path: str,

@@ -201,6 +201,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report.header(doc))
     print()
     print(report.table(doc))
+    window = report.exit_window_table(doc)
+    if window:
+        print(
+            "\nFrom the first leader exit until every TFJob is seen Succeeded, floor / operator:\n"
+        )
+        print(window)
     print(f"\nresults: {json_path}, {png_path}")
     return 0
 

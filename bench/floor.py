@@ -22,6 +22,7 @@ from typing import Any
 from bench import audit, measure, promtext
 from bench.apiclient import ApiClient, bounded, reply_message
 from bench.cluster import DRIVER_USER, FLOOR_USER, NAMESPACE, BenchCluster
+from bench.exitwindow import ExitWindow
 from bench.leaders import end_leaders
 from bench.procstats import Meter
 from bench.progress import Progress
@@ -46,6 +47,8 @@ class Outcome:
     succeeded_at: dict[str, float]
     #: CPU used until every object was seen created (procstats.Meter.reading).
     creation_usage: dict[str, object]
+    #: What the exits cost the machine (bench.exitwindow); None if the run ended before.
+    exit_window: dict[str, Any] | None
 
 
 def run_floor(
@@ -98,6 +101,7 @@ def run_floor(
         },
         "cluster_startup_seconds": round(cluster.startup_seconds, 2),
         "usage": outcome.creation_usage,
+        "exit_window": outcome.exit_window,
     }
 
 
@@ -143,7 +147,7 @@ async def _drive(
             settings.floor_concurrency, [create(floor, path, body) for path, body in objects]
         )
         if failures:
-            return Outcome(failures, {}, meter.reading())
+            return Outcome(failures, {}, meter.reading(), None)
         timeout = settings.timeout
         await progress.wait_until(progress.all_created, "every floor object seen", timeout, check)
         creation_usage = meter.reading()
@@ -157,8 +161,10 @@ async def _drive(
                 if responder.failures:
                     raise FloorError(f"the responder's write failed: {responder.failures[0]}")
 
+            window = await ExitWindow.open(driver, cluster.component_pids())
             await end_leaders(driver, progress, leaders, settings.driver_concurrency)
             await progress.wait_until(
                 progress.all_succeeded, "every TFJob marked Succeeded", timeout, checks
             )
-    return Outcome(failures, dict(progress.succeeded), creation_usage)
+            exit_window = await window.close(driver)
+    return Outcome(failures, dict(progress.succeeded), creation_usage, exit_window)

@@ -29,6 +29,7 @@ from bench.cluster import (
     BenchCluster,
     flow_schema_name,
 )
+from bench.exitwindow import ExitWindow
 from bench.leaders import end_leaders
 from bench.operator_process import ERROR_LINE, OperatorProcess
 from bench.procstats import MIB, Meter, Sampler, group_usage
@@ -50,7 +51,7 @@ class OperatorRunError(RuntimeError):
 
 @dataclass(frozen=True)
 class Moments:
-    """Harness-clock moments of one drive (epoch seconds)."""
+    """What one drive saw: harness-clock moments (epoch seconds), and what the exits cost."""
 
     submitted: float
     created: float
@@ -60,6 +61,8 @@ class Moments:
     cleaned: float | None
     left_running: int
     succeeded_at: dict[str, float]
+    #: What the exits cost the machine (bench.exitwindow).
+    exit_window: dict[str, Any]
 
 
 def run_operator(
@@ -87,7 +90,7 @@ def run_operator(
                 f"({at_ready.rss_bytes / MIB:.0f} MiB); submitting {size} TFJobs"
             )
             meter = Meter(cluster.component_pids())
-            moments = asyncio.run(_drive(cluster, operator, settings, size))
+            moments = asyncio.run(_drive(cluster, operator, identity.pid, settings, size))
             _wait_quiet(cluster.audit_log, settings.timeout)
             operator.check()
             final = sampler.stop()
@@ -147,7 +150,7 @@ def run_operator(
 
 
 async def _drive(
-    cluster: BenchCluster, operator: OperatorProcess, settings: Settings, size: int
+    cluster: BenchCluster, operator: OperatorProcess, pid: int, settings: Settings, size: int
 ) -> Moments:
     shape = settings.shape
     names = job_names(size)
@@ -187,10 +190,12 @@ async def _drive(
         running = await progress.wait_until(
             progress.all_running, "every pod Running", timeout, check
         )
+        window = await ExitWindow.open(driver, {**cluster.component_pids(), "operator": pid})
         exits_sent = await end_leaders(driver, progress, leaders, settings.driver_concurrency)
         succeeded = await progress.wait_until(
             progress.all_succeeded, "every TFJob Succeeded", timeout, check
         )
+        exit_window = await window.close(driver)
         try:
             cleaned: float | None = await progress.wait_until(
                 progress.only_leaders_left, "pods still running deleted", timeout, check
@@ -206,6 +211,7 @@ async def _drive(
         cleaned=cleaned,
         left_running=len(progress.pods_present - set(leaders)),
         succeeded_at=dict(progress.succeeded),
+        exit_window=exit_window,
     )
 
 
@@ -260,6 +266,7 @@ def _figures(
             round(moments.cleaned - moments.exits_sent, 3) if moments.cleaned is not None else None
         ),
         "pods_left_running": moments.left_running,
+        "exit_window": moments.exit_window,
     }
 
 

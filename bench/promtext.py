@@ -33,6 +33,25 @@ def terminated_watchers(text: str) -> dict[str, int]:
     return found
 
 
+def storage_updates(text: str) -> dict[str, tuple[float, int]]:
+    """The API server's etcd updates so far by resource (plural, without its group):
+    (seconds in all, count), from etcd_request_duration_seconds."""
+    found: dict[str, tuple[float, int]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "etcd_request_duration_seconds":
+            continue
+        for sample in family.samples:
+            if sample.labels.get("operation") != "update":
+                continue
+            resource = sample.labels.get("resource", "")
+            seconds, count = found.get(resource, (0.0, 0))
+            if sample.name.endswith("_sum"):
+                found[resource] = (seconds + sample.value, count)
+            elif sample.name.endswith("_count"):
+                found[resource] = (seconds, count + int(sample.value))
+    return found
+
+
 def counters(text: str | None, prefix: str) -> dict[str, float]:
     """Every sample of the families named `prefix*`, but buckets and creation times."""
     if text is None:

@@ -151,6 +151,36 @@ def table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def exit_window_table(doc: dict[str, Any]) -> str:
+    """What the exits cost the machine in each phase (bench.exitwindow), floor / operator;
+    empty when no run has the window (runs recorded before it was measured)."""
+    lines = [
+        "| N | exits → all Succeeded | busy cores | kube-apiserver CPU "
+        "| etcd update, pods | etcd update, TFJobs | operator CPU |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run in doc["runs"]:
+        floor, op = run["floor"].get("exit_window"), run["operator"].get("exit_window")
+        if floor is None or op is None:
+            continue
+        server = [w["cpu_seconds"].get("kube-apiserver") for w in (floor, op)]
+        pods = [w["storage_update_ms"].get("pods") for w in (floor, op)]
+        tfjobs = [w["storage_update_ms"].get("tfjobs") for w in (floor, op)]
+        of_cores = f" of {op['cores']}"
+        lines.append(
+            f"| {run['n']} | {_pair([floor['wall_seconds'], op['wall_seconds']], ' s')} "
+            f"| {_pair([floor['busy_cores'], op['busy_cores']], of_cores)} "
+            f"| {_pair(server, ' s')} | {_pair(pods, ' ms')} | {_pair(tfjobs, ' ms')} "
+            f"| {op['cpu_seconds'].get('operator', 0):g} s |"
+        )
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def _pair(values: list[float | None], unit: str) -> str:
+    """`floor / operator` and the unit; a figure a phase lacks is a dash."""
+    return " / ".join("—" if v is None else f"{v:g}" for v in values) + unit
+
+
 def _rounds(count: int) -> str:
     return f"{count} round" if count == 1 else f"{count} rounds"
 

@@ -87,6 +87,15 @@ def test_bench_smoke_run_at_n5(tmp_path: Path) -> None:
         split = phase["exit_split_seconds"]
         assert split["react"]["count"] == split["write"]["count"] == JOBS
         assert split["write"]["min"] > 0
+    # The exits' window: every leader's exit and every job's Succeeded write is an etcd
+    # update the API server timed, and the machine's cores were read over the same span.
+    for phase, processes in ((floor, {"kube-apiserver", "etcd", "kwok"}), (operator, {"operator"})):
+        window = phase["exit_window"]
+        assert window["storage_updates"]["pods"] >= JOBS
+        assert window["storage_updates"]["tfjobs"] >= JOBS
+        assert window["storage_update_ms"]["pods"] > 0
+        assert window["busy_cores"] > 0
+        assert processes <= set(window["cpu_seconds"])
 
     requests = operator["requests"]
     # The API server's two records of the operator's requests agree: the audit log and

@@ -12,7 +12,7 @@ import pytest
 # The benchmark is not an installed package: it runs from the repository root.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import audit, measure, promtext, report
+from bench import audit, exitwindow, measure, promtext, report
 from bench.stats import percentile, summarize
 
 pytestmark = pytest.mark.unit
@@ -225,6 +225,62 @@ def test_server_and_operator_metrics_are_read_by_name() -> None:
         "tfjob_operator_pods_created_total": 35.0
     }
     assert promtext.counters(None, "tfjob_operator_") == {}
+
+
+def storage_metrics(pods: tuple[float, int], tfjobs: tuple[float, int]) -> str:
+    """etcd_request_duration_seconds as the API server exposes it (a histogram)."""
+    lines = ["# TYPE etcd_request_duration_seconds histogram"]
+    for group, resource, operation, (seconds, count) in (
+        ("", "pods", "update", pods),
+        ("tfjob.dev", "tfjobs", "update", tfjobs),
+        ("", "pods", "create", (9.0, 90)),
+    ):
+        labels = f'group="{group}",operation="{operation}",resource="{resource}"'
+        lines += [
+            f'etcd_request_duration_seconds_bucket{{{labels},le="+Inf"}} {count}',
+            f"etcd_request_duration_seconds_sum{{{labels}}} {seconds}",
+            f"etcd_request_duration_seconds_count{{{labels}}} {count}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def test_storage_updates_are_read_per_resource_without_other_operations() -> None:
+    text = storage_metrics(pods=(1.5, 30), tfjobs=(0.25, 10))
+    assert promtext.storage_updates(text) == {"pods": (1.5, 30), "tfjobs": (0.25, 10)}
+
+
+def test_the_exit_window_reports_the_updates_made_inside_it() -> None:
+    before = storage_metrics(pods=(1.5, 30), tfjobs=(0.25, 10))
+    after = storage_metrics(pods=(3.5, 130), tfjobs=(0.25, 10))
+    # No TFJob was updated in between: it is left out rather than divided by zero.
+    assert exitwindow.storage_update_seconds(before, after) == {"pods": (2.0, 100)}
+
+
+def window(seconds: float, server: float, pods_ms: float, operator: float | None) -> dict[str, Any]:
+    cpu = {"kube-apiserver": server, "harness": 0.1}
+    if operator is not None:
+        cpu["operator"] = operator
+    return {
+        "wall_seconds": seconds,
+        "busy_cores": 1.9,
+        "cores": 2,
+        "cpu_seconds": cpu,
+        "storage_update_ms": {"pods": pods_ms},
+        "storage_updates": {"pods": 100},
+    }
+
+
+def test_exit_window_table_sets_each_floor_figure_beside_the_operators() -> None:
+    run = entry(100, 1, 2.0, 3.0)
+    run["floor"]["exit_window"] = window(0.8, 1.2, 15.0, None)
+    run["operator"]["exit_window"] = window(1.1, 1.6, 70.5, 0.19)
+    lines = report.exit_window_table({"runs": [run, entry(100, 2, 2.0, 3.0)]}).splitlines()
+    # The run recorded without a window has no row.
+    assert len(lines) == 3
+    assert lines[2] == (
+        "| 100 | 0.8 / 1.1 s | 1.9 / 1.9 of 2 | 1.2 / 1.6 s | 15 / 70.5 ms | — / — ms | 0.19 s |"
+    )
+    assert report.exit_window_table({"runs": [entry(100, 1, 2.0, 3.0)]}) == ""
 
 
 def entry(
