@@ -6,24 +6,33 @@ cores. Two readings over the window tell them apart: the API server's own time f
 etcd update of pods and TFJobs (etcd_request_duration_seconds, from its metrics before and
 after the window) and the CPU every process used (/proc), against the cores the machine
 has. Both metrics readings are taken outside the window's critical path: the first before
-the first exit, the second after the last Succeeded is seen.
+the first exit, the second after the last Succeeded is seen. This repository's operator is
+read the same way, for where its decisions waited: for their reconcile, for a write slot,
+and for the API server's answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench import promtext
 from bench.apiclient import ApiClient
 from bench.procstats import cpu_by_name, cpu_delta, machine_busy_seconds, own_cpu_seconds
+from tfjob_operator.kube import Priority
+
+#: Reads the operator's own metrics (None if it serves none, as another project's may not).
+OperatorMetrics = Callable[[], str | None]
 
 #: The updates whose storage latency the window reports: the leaders' exits and the
 #: controller's status writes.
 UPDATED = ("pods", "tfjobs")
+#: The operator's decision writes, as its write metrics label them.
+DECISION = Priority.DECISION.label
 
 
 @dataclass
@@ -32,6 +41,8 @@ class ExitWindow:
 
     pids: Mapping[str, int]
     metrics: str
+    operator: OperatorMetrics | None = None
+    operator_metrics: str | None = None
     began: float = field(default_factory=time.monotonic)
     machine: float = field(default_factory=machine_busy_seconds)
     harness: float = field(default_factory=own_cpu_seconds)
@@ -41,9 +52,13 @@ class ExitWindow:
         self.processes = cpu_by_name(dict(self.pids))
 
     @classmethod
-    async def open(cls, client: ApiClient, pids: Mapping[str, int]) -> ExitWindow:
-        """`pids`: the processes to account for by name (control plane, kwok, operator)."""
-        return cls(pids, await client.text("/metrics"))
+    async def open(
+        cls, client: ApiClient, pids: Mapping[str, int], operator: OperatorMetrics | None = None
+    ) -> ExitWindow:
+        """`pids`: the processes to account for by name (control plane, kwok, operator);
+        `operator` reads the operator's metrics, if it is this repository's."""
+        operator_metrics = await asyncio.to_thread(operator) if operator is not None else None
+        return cls(pids, await client.text("/metrics"), operator, operator_metrics)
 
     async def close(self, client: ApiClient) -> dict[str, Any]:
         wall = time.monotonic() - self.began
@@ -51,6 +66,11 @@ class ExitWindow:
         processes = cpu_delta(self.processes, cpu_by_name(dict(self.pids)))
         harness = own_cpu_seconds() - self.harness
         updates = storage_update_seconds(self.metrics, await client.text("/metrics"))
+        waits: dict[str, float | int] = {}
+        if self.operator is not None and self.operator_metrics is not None:
+            after = await asyncio.to_thread(self.operator)
+            if after is not None:
+                waits = operator_waits(self.operator_metrics, after)
         return {
             "wall_seconds": round(wall, 3),
             "busy_cores": round(machine / wall, 2) if wall > 0 else None,
@@ -61,17 +81,42 @@ class ExitWindow:
                 for resource, (seconds, count) in updates.items()
             },
             "storage_updates": {resource: count for resource, (_, count) in updates.items()},
+            **({"operator_ms": waits} if waits else {}),
         }
 
 
 def storage_update_seconds(before: str, after: str) -> dict[str, tuple[float, int]]:
     """Resource -> (seconds, count) of the etcd updates between two metrics readings, for
     the resources in UPDATED that were updated at all."""
-    start, end = promtext.storage_updates(before), promtext.storage_updates(after)
-    found = {}
-    for resource in UPDATED:
-        seconds, count = end.get(resource, (0.0, 0))
-        seconds_before, count_before = start.get(resource, (0.0, 0))
-        if count > count_before:
-            found[resource] = (seconds - seconds_before, count - count_before)
+    updates = promtext.histogram_delta(
+        before, after, "etcd_request_duration_seconds", "resource", {"operation": "update"}
+    )
+    return {resource: updates[resource] for resource in UPDATED if resource in updates}
+
+
+def operator_waits(before: str, after: str) -> dict[str, float | int]:
+    """Where the operator's decisions spent the window, from its own metrics read before and
+    after, in mean milliseconds: waiting for their reconcile to start (`queue_wait_ms`), for
+    a write slot (`decision_write_wait_ms`), and in flight until the API server answered
+    (`decision_write_ms`); `decision_writes` counts the writes. A figure the operator did
+    not observe in the window is left out."""
+    readings = {
+        "queue_wait_ms": promtext.histogram_delta(
+            before, after, "tfjob_operator_queue_wait_seconds"
+        ).get(""),
+        "decision_write_wait_ms": promtext.histogram_delta(
+            before, after, "tfjob_operator_write_wait_seconds", "priority"
+        ).get(DECISION),
+        "decision_write_ms": promtext.histogram_delta(
+            before, after, "tfjob_operator_write_duration_seconds", "priority"
+        ).get(DECISION),
+    }
+    found: dict[str, float | int] = {}
+    for name, reading in readings.items():
+        if reading is not None:
+            seconds, count = reading
+            found[name] = round(seconds / count * 1000, 1)
+    written = readings["decision_write_ms"]
+    if written is not None:
+        found["decision_writes"] = written[1]
     return found

@@ -190,7 +190,9 @@ async def _drive(
         running = await progress.wait_until(
             progress.all_running, "every pod Running", timeout, check
         )
-        window = await ExitWindow.open(driver, {**cluster.component_pids(), "operator": pid})
+        window = await ExitWindow.open(
+            driver, {**cluster.component_pids(), "operator": pid}, operator.metrics
+        )
         exits_sent = await end_leaders(driver, progress, leaders, settings.driver_concurrency)
         succeeded = await progress.wait_until(
             progress.all_succeeded, "every TFJob Succeeded", timeout, check

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from prometheus_client.parser import text_string_to_metric_families
 
 
@@ -33,22 +35,43 @@ def terminated_watchers(text: str) -> dict[str, int]:
     return found
 
 
-def storage_updates(text: str) -> dict[str, tuple[float, int]]:
-    """The API server's etcd updates so far by resource (plural, without its group):
-    (seconds in all, count), from etcd_request_duration_seconds."""
+def histogram_totals(
+    text: str, family_name: str, key: str | None = None, where: Mapping[str, str] | None = None
+) -> dict[str, tuple[float, int]]:
+    """(seconds in all, count) of a histogram so far, by the value of its label `key` ("" for
+    a histogram read whole), over the samples whose labels match `where`."""
     found: dict[str, tuple[float, int]] = {}
     for family in text_string_to_metric_families(text):
-        if family.name != "etcd_request_duration_seconds":
+        if family.name != family_name:
             continue
         for sample in family.samples:
-            if sample.labels.get("operation") != "update":
+            if any(sample.labels.get(name) != value for name, value in (where or {}).items()):
                 continue
-            resource = sample.labels.get("resource", "")
-            seconds, count = found.get(resource, (0.0, 0))
+            label = sample.labels.get(key, "") if key else ""
+            seconds, count = found.get(label, (0.0, 0))
             if sample.name.endswith("_sum"):
-                found[resource] = (seconds + sample.value, count)
+                found[label] = (seconds + sample.value, count)
             elif sample.name.endswith("_count"):
-                found[resource] = (seconds, count + int(sample.value))
+                found[label] = (seconds, count + int(sample.value))
+    return found
+
+
+def histogram_delta(
+    before: str,
+    after: str,
+    family_name: str,
+    key: str | None = None,
+    where: Mapping[str, str] | None = None,
+) -> dict[str, tuple[float, int]]:
+    """What a histogram observed between two readings, by key (see `histogram_totals`):
+    (seconds, count), for the keys observed at all in between."""
+    start = histogram_totals(before, family_name, key, where)
+    end = histogram_totals(after, family_name, key, where)
+    found = {}
+    for label, (seconds, count) in end.items():
+        seconds_before, count_before = start.get(label, (0.0, 0))
+        if count > count_before:
+            found[label] = (seconds - seconds_before, count - count_before)
     return found
 
 

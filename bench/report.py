@@ -156,8 +156,9 @@ def exit_window_table(doc: dict[str, Any]) -> str:
     empty when no run has the window (runs recorded before it was measured)."""
     lines = [
         "| N | exits → all Succeeded | busy cores | kube-apiserver CPU "
-        "| etcd update, pods | etcd update, TFJobs | operator CPU |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| etcd update, pods | etcd update, TFJobs | operator CPU "
+        "| operator: queue / slot / answer |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in doc["runs"]:
         floor, op = run["floor"].get("exit_window"), run["operator"].get("exit_window")
@@ -171,9 +172,18 @@ def exit_window_table(doc: dict[str, Any]) -> str:
             f"| {run['n']} | {_pair([floor['wall_seconds'], op['wall_seconds']], ' s')} "
             f"| {_pair([floor['busy_cores'], op['busy_cores']], of_cores)} "
             f"| {_pair(server, ' s')} | {_pair(pods, ' ms')} | {_pair(tfjobs, ' ms')} "
-            f"| {op['cpu_seconds'].get('operator', 0):g} s |"
+            f"| {op['cpu_seconds'].get('operator', 0):g} s | {_waits(op.get('operator_ms'))} |"
         )
     return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def _waits(waits: dict[str, float] | None) -> str:
+    """The operator's mean wait for a reconcile, for a write slot and for the API server's
+    answer to a decision write (bench.exitwindow.operator_waits); a dash without them."""
+    if not waits:
+        return "—"
+    names = ("queue_wait_ms", "decision_write_wait_ms", "decision_write_ms")
+    return " / ".join("—" if waits.get(n) is None else f"{waits[n]:g}" for n in names) + " ms"
 
 
 def _pair(values: list[float | None], unit: str) -> str:

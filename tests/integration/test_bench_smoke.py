@@ -96,6 +96,13 @@ def test_bench_smoke_run_at_n5(tmp_path: Path) -> None:
         assert window["storage_update_ms"]["pods"] > 0
         assert window["busy_cores"] > 0
         assert processes <= set(window["cpu_seconds"])
+    # The operator's own metrics say where its decisions waited in the window: each job's
+    # success is one decision write, reconciled after its leader's exit.
+    waits = operator["exit_window"]["operator_ms"]
+    assert waits["decision_writes"] >= JOBS
+    assert waits["decision_write_ms"] > 0
+    assert waits["queue_wait_ms"] >= 0
+    assert "operator_ms" not in floor["exit_window"]
 
     requests = operator["requests"]
     # The API server's two records of the operator's requests agree: the audit log and

@@ -389,4 +389,9 @@ def test_metrics_count_jobs_pods_and_reconciles(tfjobs: TFJobs, operator: Any) -
     assert grew("tfjob_operator_services_created_total") == 2
     assert after['tfjob_operator_jobs{state="Succeeded"}'] >= 1
     assert grew("tfjob_operator_reconcile_duration_seconds_count") >= 3
+    # Where the time went: changes waiting for their reconcile, writes for a slot and for
+    # the API server's answer (2 pods and 2 services created; success decided).
+    assert grew("tfjob_operator_queue_wait_seconds_count") >= 3
+    assert grew('tfjob_operator_write_duration_seconds_count{priority="child"}') >= 4
+    assert grew('tfjob_operator_write_wait_seconds_count{priority="decision"}') >= 1
     assert grew("tfjob_operator_reconcile_errors_total") == 0

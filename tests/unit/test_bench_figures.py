@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import audit, exitwindow, measure, promtext, report
 from bench.stats import percentile, summarize
+from tfjob_operator.metrics import Metrics
 
 pytestmark = pytest.mark.unit
 
@@ -244,9 +245,14 @@ def storage_metrics(pods: tuple[float, int], tfjobs: tuple[float, int]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_storage_updates_are_read_per_resource_without_other_operations() -> None:
+def test_histograms_are_read_by_label_over_the_samples_that_match() -> None:
     text = storage_metrics(pods=(1.5, 30), tfjobs=(0.25, 10))
-    assert promtext.storage_updates(text) == {"pods": (1.5, 30), "tfjobs": (0.25, 10)}
+    updates = promtext.histogram_totals(
+        text, "etcd_request_duration_seconds", "resource", {"operation": "update"}
+    )
+    assert updates == {"pods": (1.5, 30), "tfjobs": (0.25, 10)}
+    # Read whole: every operation of every resource.
+    assert promtext.histogram_totals(text, "etcd_request_duration_seconds") == {"": (10.75, 130)}
 
 
 def test_the_exit_window_reports_the_updates_made_inside_it() -> None:
@@ -254,6 +260,34 @@ def test_the_exit_window_reports_the_updates_made_inside_it() -> None:
     after = storage_metrics(pods=(3.5, 130), tfjobs=(0.25, 10))
     # No TFJob was updated in between: it is left out rather than divided by zero.
     assert exitwindow.storage_update_seconds(before, after) == {"pods": (2.0, 100)}
+
+
+def operator_metrics(
+    queued: tuple[float, int], decisions: tuple[float, int], children: tuple[float, int]
+) -> str:
+    """The operator's wait and write histograms as its /metrics serves them (from a real
+    registry, so that the names are the operator's own)."""
+    metrics = Metrics()
+    for _ in range(queued[1]):
+        metrics.queue_wait_seconds.observe(queued[0] / queued[1])
+    for label, (seconds, count) in (("decision", decisions), ("child", children)):
+        for _ in range(count):
+            metrics.write_wait_seconds.labels(label).observe(seconds / count / 2)
+            metrics.write_seconds.labels(label).observe(seconds / count)
+    return metrics.exposition().decode()
+
+
+def test_the_window_reports_where_the_operators_decisions_waited_inside_it() -> None:
+    before = operator_metrics(queued=(1.0, 50), decisions=(2.0, 40), children=(5.0, 100))
+    after = operator_metrics(queued=(1.5, 150), decisions=(12.0, 140), children=(5.0, 100))
+    assert exitwindow.operator_waits(before, after) == {
+        "queue_wait_ms": 5.0,  # 0.5 s over 100 reconciles
+        "decision_write_wait_ms": 50.0,  # half of each write's time, as observed above
+        "decision_write_ms": 100.0,
+        "decision_writes": 100,
+    }
+    # An operator that made no decision in the window reports only what it observed.
+    assert exitwindow.operator_waits(before, before) == {}
 
 
 def window(seconds: float, server: float, pods_ms: float, operator: float | None) -> dict[str, Any]:
@@ -274,11 +308,17 @@ def test_exit_window_table_sets_each_floor_figure_beside_the_operators() -> None
     run = entry(100, 1, 2.0, 3.0)
     run["floor"]["exit_window"] = window(0.8, 1.2, 15.0, None)
     run["operator"]["exit_window"] = window(1.1, 1.6, 70.5, 0.19)
+    run["operator"]["exit_window"]["operator_ms"] = {
+        "queue_wait_ms": 2.5,
+        "decision_write_ms": 180.0,
+        "decision_writes": 100,
+    }
     lines = report.exit_window_table({"runs": [run, entry(100, 2, 2.0, 3.0)]}).splitlines()
     # The run recorded without a window has no row.
     assert len(lines) == 3
     assert lines[2] == (
-        "| 100 | 0.8 / 1.1 s | 1.9 / 1.9 of 2 | 1.2 / 1.6 s | 15 / 70.5 ms | — / — ms | 0.19 s |"
+        "| 100 | 0.8 / 1.1 s | 1.9 / 1.9 of 2 | 1.2 / 1.6 s | 15 / 70.5 ms | — / — ms | 0.19 s "
+        "| 2.5 / — / 180 ms |"
     )
     assert report.exit_window_table({"runs": [entry(100, 1, 2.0, 3.0)]}) == ""
 

@@ -359,6 +359,31 @@ def test_a_job_gone_from_the_cache_ends_its_worker_state() -> None:
     assert KEY not in harness.controller._expected
 
 
+def test_a_reconcile_records_how_long_the_oldest_change_it_sees_waited_for_it() -> None:
+    harness = Harness()
+
+    async def woken_twice_then_reconciled() -> None:
+        reconciled = asyncio.Event()
+        create_pod = harness.writes.create_pod
+
+        async def create_pod_noted(namespace: str, body: Mapping[str, Any]) -> bool:
+            reconciled.set()
+            return await create_pod(namespace, body)
+
+        harness.writes.create_pod = create_pod_noted  # type: ignore[method-assign]
+        harness.controller.notify(KEY)  # the worker notes when the first change came...
+        harness.clock.seconds += 0.25
+        harness.controller.notify(KEY)  # ...and a second one before it runs adds no wait
+        await asyncio.wait_for(reconciled.wait(), 10)
+        await harness.controller.stop()
+
+    asyncio.run(woken_twice_then_reconciled())
+    registry = harness.controller.metrics.registry
+    assert registry.get_sample_value("tfjob_operator_queue_wait_seconds_count") == 1
+    waited = registry.get_sample_value("tfjob_operator_queue_wait_seconds_sum")
+    assert waited == pytest.approx(0.25)
+
+
 def test_errors_back_off_exponentially_up_to_a_minute() -> None:
     assert [error_backoff(n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
     assert error_backoff(30) == MAX_ERROR_BACKOFF_SECONDS

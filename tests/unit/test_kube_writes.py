@@ -18,6 +18,7 @@ from aiohttp.test_utils import TestServer
 from tfjob_operator.api import JobRef
 from tfjob_operator.connection import Connection, TokenSource
 from tfjob_operator.kube import Api, ApiError, Kube, unavailable
+from tfjob_operator.metrics import Metrics
 
 pytestmark = pytest.mark.unit
 
@@ -47,7 +48,7 @@ class HoldingServer:
             await self._arrival.wait_for(lambda: len(self.arrived) >= count)
 
 
-def run(scenario: Scenario, max_in_flight: int) -> HoldingServer:
+def run(scenario: Scenario, max_in_flight: int, metrics: Metrics | None = None) -> HoldingServer:
     server = HoldingServer()
 
     async def main() -> None:
@@ -59,7 +60,7 @@ def run(scenario: Scenario, max_in_flight: int) -> HoldingServer:
                 ssl_context=False,
                 tokens=TokenSource(token="secret"),
             )
-            api = Api(connection, max_in_flight=max_in_flight)
+            api = Api(connection, max_in_flight=max_in_flight, metrics=metrics)
             try:
                 await asyncio.wait_for(scenario(Kube(api), server), 10)
             finally:
@@ -118,6 +119,35 @@ def test_clean_up_and_events_wait_while_a_decision_is_in_flight() -> None:
 
     server = run(scenario, max_in_flight=8)
     assert sorted(server.arrived[2:]) == ["DELETE pods", "POST events"]
+
+
+def test_each_write_records_its_wait_for_a_slot_and_its_time_in_flight_by_priority() -> None:
+    metrics = Metrics()
+
+    async def scenario(kube: Kube, server: HoldingServer) -> None:
+        child = asyncio.create_task(kube.create_pod("ml", pod("child")))
+        await server.until_arrived(1)  # the only slot is taken: the decision waits for it
+        decision = asyncio.create_task(
+            kube.patch_status(JobRef("ml", "job", "u1"), "1", {}, decision=True)
+        )
+        await asyncio.sleep(0.2)
+        server.release.set()
+        await asyncio.gather(child, decision)
+
+    run(scenario, max_in_flight=1, metrics=metrics)
+
+    def sample(name: str, priority: str) -> float:
+        value = metrics.registry.get_sample_value(name, {"priority": priority})
+        assert value is not None, f"{name}{{priority={priority}}} was not observed"
+        return value
+
+    # The child held the slot while the server held it; the decision waited that long for
+    # the slot and was answered at once.
+    assert sample("tfjob_operator_write_wait_seconds_count", "decision") == 1
+    assert sample("tfjob_operator_write_wait_seconds_sum", "decision") >= 0.2
+    assert sample("tfjob_operator_write_duration_seconds_sum", "decision") < 0.2
+    assert sample("tfjob_operator_write_wait_seconds_sum", "child") < 0.2
+    assert sample("tfjob_operator_write_duration_seconds_sum", "child") >= 0.2
 
 
 def test_an_api_server_down_or_restarting_is_unavailable_a_refusal_is_not() -> None:

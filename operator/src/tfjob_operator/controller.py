@@ -543,10 +543,21 @@ class _JobWorker:
         self.key = key
         self.controller = controller
         self._wakeup = asyncio.Event()
+        #: When the oldest change no reconcile has seen yet woke the worker (monotonic).
+        self._woken_at: float | None = None
         self.task = asyncio.create_task(self._run(), name=f"tfjob {key[0]}/{key[1]}")
 
     def wake(self) -> None:
+        if self._woken_at is None:
+            self._woken_at = self.controller.clock.monotonic()
         self._wakeup.set()
+
+    def _starting(self) -> None:
+        """A reconcile starts: it sees every change so far, so their wait ends here."""
+        if self._woken_at is not None:
+            waited = self.controller.clock.monotonic() - self._woken_at
+            self.controller.metrics.queue_wait_seconds.observe(waited)
+            self._woken_at = None
 
     async def _run(self) -> None:
         delay: float | None = None
@@ -560,6 +571,7 @@ class _JobWorker:
             self._wakeup.clear()
             try:
                 async with self.controller.reconcile_slots:
+                    self._starting()
                     outcome = await self.controller.reconcile(self.key)
             except Exception as error:
                 errors += 1

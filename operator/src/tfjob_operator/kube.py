@@ -10,7 +10,9 @@ Writes share `max_in_flight` slots, handed out by priority: a status write that 
 decision goes ahead of the child creates and deletes that act on it, then a status that
 reports progress, then a finished job's clean-up, then events. Clean-up and events also
 wait while any decision is queued or in flight: a burst of finished jobs then reports
-every job Succeeded before the API server starts deleting their pods.
+every job Succeeded before the API server starts deleting their pods. How long each write
+waited for its turn and for its answer goes to the operator's metrics, by priority: they
+tell the operator's own queues from the API server's.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import contextlib
 import heapq
 import itertools
 import logging
+import time
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from enum import IntEnum
 from typing import Any, Final
@@ -30,6 +33,7 @@ import orjson
 from .api import FIELD_MANAGER, KUEUE_WORKLOADS_PATH, LABEL_CONTROLLER_UID, PLURAL, JobRef
 from .connection import Connection
 from .limits import MAX_IN_FLIGHT
+from .metrics import Metrics
 from .observe import FlavorObservation, PodGroupObservation, WorkloadObservation, observe_flavor
 
 logger = logging.getLogger(__name__)
@@ -76,11 +80,16 @@ def raise_for(status: int, what: str, payload: bytes) -> None:
 
 
 class Priority(IntEnum):
-    STATUS = 0
+    DECISION = 0
     CHILD = 1
     PROGRESS = 2
     CLEANUP = 3
     EVENT = 4
+
+    @property
+    def label(self) -> str:
+        """The `priority` label of the write metrics: `decision`, `child`, ..."""
+        return self.name.lower()
 
 
 #: Background writes (clean-up, events) wait while a decision is being written, at most
@@ -156,8 +165,15 @@ class _Decisions:
 class Api:
     """Requests to one API server with the operator's credentials."""
 
-    def __init__(self, connection: Connection, max_in_flight: int = MAX_IN_FLIGHT) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.connection = connection
+        #: Where each write's wait for its turn and its time in flight are recorded.
+        self.metrics = metrics or Metrics()
         self._slots = _Slots(max_in_flight)
         self._decisions = _Decisions()
         self._session: aiohttp.ClientSession | None = None
@@ -189,16 +205,23 @@ class Api:
         """A write (or a read the watches do not cover): waits for a slot, returns the
         status code and the raw answer."""
         data = orjson.dumps(body) if body is not None else None
+        label = priority.label
+        queued = time.monotonic()
         if priority >= Priority.CLEANUP:
             await self._decisions.none_for_up_to(BACKGROUND_WAIT_SECONDS)
         decision = (
-            self._decisions.writing() if priority is Priority.STATUS else contextlib.nullcontext()
+            self._decisions.writing() if priority is Priority.DECISION else contextlib.nullcontext()
         )
         with decision:
             async with self._slots.hold(priority):
-                return await self.request(
-                    method, path, data=data, params=params, type_=content_type
-                )
+                sent = time.monotonic()
+                self.metrics.write_wait_seconds.labels(label).observe(sent - queued)
+                try:
+                    return await self.request(
+                        method, path, data=data, params=params, type_=content_type
+                    )
+                finally:
+                    self.metrics.write_seconds.labels(label).observe(time.monotonic() - sent)
 
     async def request(
         self,
@@ -385,7 +408,7 @@ class Kube:
             body={"metadata": {"resourceVersion": resource_version}, "status": patch},
             params={"fieldManager": FIELD_MANAGER},
             content_type=MERGE_PATCH,
-            priority=Priority.STATUS if decision else Priority.PROGRESS,
+            priority=Priority.DECISION if decision else Priority.PROGRESS,
         )
         if status in (404, 409):
             return None

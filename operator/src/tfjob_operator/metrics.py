@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from .api import ConditionType
+
+#: Waits and writes take milliseconds to seconds; a write gives up after 30 s.
+WAIT_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
 class Metrics:
@@ -22,6 +26,28 @@ class Metrics:
             "tfjob_operator_reconcile_duration_seconds",
             "Time to decide and apply one reconcile of one TFJob",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=self.registry,
+        )
+        self.queue_wait_seconds = Histogram(
+            "tfjob_operator_queue_wait_seconds",
+            "Time from a change to a TFJob or its children to the start of the reconcile that "
+            "sees it: the job's previous reconcile and the wait for a reconcile slot",
+            buckets=WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.write_wait_seconds = Histogram(
+            "tfjob_operator_write_wait_seconds",
+            "Time a write waited for its turn (a write slot; for clean-up and events, also "
+            "for the decisions being written), by priority",
+            ["priority"],
+            buckets=WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.write_seconds = Histogram(
+            "tfjob_operator_write_duration_seconds",
+            "Time from sending a write to its answer, by priority",
+            ["priority"],
+            buckets=WAIT_BUCKETS,
             registry=self.registry,
         )
         self.pods_created = Counter(

@@ -115,8 +115,8 @@ async def run_operator(
     gangs: GangSchedulers,
 ) -> None:
     connection = load_connection(kubeconfig)
-    api = Api(connection, max_in_flight)
     metrics = Metrics()
+    api = Api(connection, max_in_flight, metrics)
     caches = Caches(
         jobs=Store(), pods=Store(), services=Store(), workloads=Store(), pod_groups=Store()
     )
