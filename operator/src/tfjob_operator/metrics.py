@@ -38,14 +38,16 @@ class Metrics:
         self.write_wait_seconds = Histogram(
             "tfjob_operator_write_wait_seconds",
             "Time a write waited for its turn (a write slot; for clean-up and events, also "
-            "for the decisions being written), by priority",
+            "for the decisions being written), by priority; the ResourceFlavor reads of "
+            "admissions take a slot too and count as priority child",
             ["priority"],
             buckets=WAIT_BUCKETS,
             registry=self.registry,
         )
         self.write_seconds = Histogram(
             "tfjob_operator_write_duration_seconds",
-            "Time from sending a write to its answer, by priority",
+            "Time from sending a write to its answer, by priority (ResourceFlavor reads "
+            "count as priority child)",
             ["priority"],
             buckets=WAIT_BUCKETS,
             registry=self.registry,
