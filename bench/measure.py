@@ -175,6 +175,22 @@ def completion(
     return {
         "exit_to_succeeded_seconds": summarize(list(exit_to_succeeded.values())),
         "exit_split_seconds": split_summary(exit_splits(exits, requests, controller, succeeded_at)),
+        "exits_received_seconds": exits_received(exits),
+    }
+
+
+def exits_received(exits: Mapping[str, Request]) -> dict[str, float]:
+    """How dense the burst of exits was: seconds from the API server receiving the first
+    exit until it had received half of them (`half`) and all of them (`all`).
+
+    The driver keeps a fixed number of exits in flight, so their pace follows the API
+    server's answers, which the controller's own writes slow: the two phases need not get
+    the same burst, and exit→Succeeded grows with its density (see bench/README.md).
+    """
+    received = sorted(r.received for r in exits.values())
+    return {
+        "half": round(received[(len(received) - 1) // 2] - received[0], 3),
+        "all": round(received[-1] - received[0], 3),
     }
 
 

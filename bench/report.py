@@ -155,10 +155,10 @@ def exit_window_table(doc: dict[str, Any]) -> str:
     """What the exits cost the machine in each phase (bench.exitwindow), floor / operator;
     empty when no run has the window (runs recorded before it was measured)."""
     lines = [
-        "| N | exits → all Succeeded | busy cores | kube-apiserver CPU "
+        "| N | exits → all Succeeded | half the exits in | busy cores | kube-apiserver CPU "
         "| etcd update, pods | etcd update, TFJobs | operator CPU "
         "| operator: queue / slot / answer |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for run in doc["runs"]:
         floor, op = run["floor"].get("exit_window"), run["operator"].get("exit_window")
@@ -167,14 +167,23 @@ def exit_window_table(doc: dict[str, Any]) -> str:
         server = [w["cpu_seconds"].get("kube-apiserver") for w in (floor, op)]
         pods = [w["storage_update_ms"].get("pods") for w in (floor, op)]
         tfjobs = [w["storage_update_ms"].get("tfjobs") for w in (floor, op)]
+        half = [_half_the_exits_in(run[phase]) for phase in ("floor", "operator")]
         of_cores = f" of {op['cores']}"
         lines.append(
             f"| {run['n']} | {_pair([floor['wall_seconds'], op['wall_seconds']], ' s')} "
+            f"| {_pair(half, ' s')} "
             f"| {_pair([floor['busy_cores'], op['busy_cores']], of_cores)} "
             f"| {_pair(server, ' s')} | {_pair(pods, ' ms')} | {_pair(tfjobs, ' ms')} "
             f"| {op['cpu_seconds'].get('operator', 0):g} s | {_waits(op.get('operator_ms'))} |"
         )
     return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def _half_the_exits_in(phase: dict[str, Any]) -> float | None:
+    """Seconds until half the exits had reached the API server (bench.measure.exits_received);
+    None for a phase recorded before it was measured."""
+    received = phase.get("exits_received_seconds")
+    return None if received is None else float(received["half"])
 
 
 def _waits(waits: dict[str, float] | None) -> str:

@@ -202,6 +202,19 @@ def test_exit_splits_take_each_jobs_first_status_write_after_its_exit() -> None:
     assert summary["seen"]["max"] == pytest.approx(0.5)
 
 
+def test_the_bursts_density_is_when_half_and_all_of_the_exits_had_arrived() -> None:
+    exits = {
+        job: audit.parse_event(
+            event(DRIVER, "patch", "pods", f"{job}-chief-0", 200, received, "09.000")
+        )
+        for job, received in {"a": "01.000", "b": "01.100", "c": "01.400", "d": "02.000"}.items()
+    }
+    # The second of four arrivals marks half; the order of the mapping does not matter.
+    assert measure.exits_received(dict(reversed(exits.items()))) == pytest.approx(
+        {"half": 0.1, "all": 1.0}
+    )
+
+
 PROMETHEUS = """\
 # HELP apiserver_flowcontrol_dispatched_requests_total Number of requests executed
 # TYPE apiserver_flowcontrol_dispatched_requests_total counter
@@ -308,6 +321,8 @@ def test_exit_window_table_sets_each_floor_figure_beside_the_operators() -> None
     run = entry(100, 1, 2.0, 3.0)
     run["floor"]["exit_window"] = window(0.8, 1.2, 15.0, None)
     run["operator"]["exit_window"] = window(1.1, 1.6, 70.5, 0.19)
+    run["floor"]["exits_received_seconds"] = {"half": 0.27, "all": 0.62}
+    run["operator"]["exits_received_seconds"] = {"half": 0.218, "all": 0.85}
     run["operator"]["exit_window"]["operator_ms"] = {
         "queue_wait_ms": 2.5,
         "decision_write_ms": 180.0,
@@ -317,8 +332,8 @@ def test_exit_window_table_sets_each_floor_figure_beside_the_operators() -> None
     # The run recorded without a window has no row.
     assert len(lines) == 3
     assert lines[2] == (
-        "| 100 | 0.8 / 1.1 s | 1.9 / 1.9 of 2 | 1.2 / 1.6 s | 15 / 70.5 ms | — / — ms | 0.19 s "
-        "| 2.5 / — / 180 ms |"
+        "| 100 | 0.8 / 1.1 s | 0.27 / 0.218 s | 1.9 / 1.9 of 2 | 1.2 / 1.6 s | 15 / 70.5 ms "
+        "| — / — ms | 0.19 s | 2.5 / — / 180 ms |"
     )
     assert report.exit_window_table({"runs": [entry(100, 1, 2.0, 3.0)]}) == ""
 
