@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import report
+from bench import ROOT, report
 from bench.cluster import served_tfjobs
 from bench.floor import run_floor
 from bench.operator_process import (
@@ -31,7 +31,6 @@ from bench.settings import Settings
 from bench.shape import DEFAULT_SHAPE, ShapeError, parse_shape
 from tfjob_localcluster import binaries
 
-ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CRD = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
 DEFAULT_OUTPUT = ROOT / "bench" / "results"
 API_VERSION = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/v[0-9]+((alpha|beta)[0-9]+)?$")

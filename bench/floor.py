@@ -6,31 +6,35 @@
    have no owner reference, so that the garbage collector leaves them be. Their creation
    time is what those objects cost the API server on this machine; the operator's
    creation time is compared to it.
-2. Completion: once kwok has every pod Running, the driver ends the leaders exactly as in
-   the operator phase (bench.leaders), and the floor's responder (bench.responder) marks
-   each job Succeeded the moment it sees the exit. Its exit→Succeeded is the operator's
-   compared to it.
+2. Completion: once kwok has every pod Running, the floor's responder (bench.responder)
+   starts in a process of its own, as the operator runs, and the driver ends the leaders
+   exactly as in the operator phase (bench.leaders) once the audit log shows the
+   responder's watch of the pods. The responder marks each job Succeeded the moment it
+   sees the exit. Its exit→Succeeded is the operator's compared to it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import json
+import sys
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from bench import audit, measure, promtext
+from bench import ROOT, audit, measure, promtext
 from bench.apiclient import ApiClient, bounded, reply_message
 from bench.cluster import DRIVER_USER, FLOOR_USER, NAMESPACE, BenchCluster
 from bench.exitwindow import ExitWindow
 from bench.leaders import end_leaders
 from bench.procstats import Meter
 from bench.progress import Progress
-from bench.responder import Responder
 from bench.settings import Settings
 from bench.shape import floor_objects, job_names, tfjob
 from bench.stats import summarize
 from bench.watching import watching
+from tfjob_localcluster.procs import ManagedProcess
 
 Obj = dict[str, Any]
 
@@ -49,6 +53,10 @@ class Outcome:
     creation_usage: dict[str, object]
     #: What the exits cost the machine (bench.exitwindow); None if the run ended before.
     exit_window: dict[str, Any] | None
+
+
+#: How long the responder has to exit on SIGTERM before it is killed.
+RESPONDER_GRACE_SECONDS = 5.0
 
 
 def run_floor(
@@ -122,7 +130,9 @@ async def _drive(
         jobs_path: progress.on_job,
     }
     async with (
-        ApiClient(cluster.kubeconfig(DRIVER_USER), connections=8) as driver,
+        ApiClient(
+            cluster.kubeconfig(DRIVER_USER), connections=settings.driver_connections
+        ) as driver,
         ApiClient(cluster.kubeconfig(FLOOR_USER), connections=settings.floor_concurrency) as floor,
         watching(driver, watches) as check,
     ):
@@ -152,19 +162,70 @@ async def _drive(
         await progress.wait_until(progress.all_created, "every floor object seen", timeout, check)
         creation_usage = meter.reading()
         await progress.wait_until(progress.all_running, "every pod Running", timeout, check)
-        responder = Responder(floor, jobs_path, leaders)
-        async with watching(floor, {pods_path: responder.on_pod}) as responder_check:
+        responder = ManagedProcess(
+            "responder",
+            responder_argv(cluster, leaders, jobs_path, pods_path, settings.floor_concurrency),
+            cluster.state_dir / "responder.log",
+            cwd=ROOT,
+        )
+        identity = responder.start()
+        try:
 
             def checks() -> None:
                 check()
-                responder_check()
-                if responder.failures:
-                    raise FloorError(f"the responder's write failed: {responder.failures[0]}")
+                if not responder.running():
+                    raise FloorError(
+                        f"the responder exited; last lines of its log:\n{responder.tail()}"
+                    )
 
-            window = await ExitWindow.open(driver, cluster.component_pids())
+            await wait_watching_pods(cluster.audit_log, timeout, checks)
+            window = await ExitWindow.open(
+                driver, {**cluster.component_pids(), "responder": identity.pid}
+            )
             await end_leaders(driver, progress, leaders, settings.driver_concurrency)
             await progress.wait_until(
                 progress.all_succeeded, "every TFJob marked Succeeded", timeout, checks
             )
             exit_window = await window.close(driver)
+        finally:
+            await asyncio.to_thread(responder.stop, RESPONDER_GRACE_SECONDS)
     return Outcome(failures, dict(progress.succeeded), creation_usage, exit_window)
+
+
+def responder_argv(
+    cluster: BenchCluster,
+    leaders: Mapping[str, str],
+    jobs_path: str,
+    pods_path: str,
+    writes: int,
+) -> list[str]:
+    """`python -m bench.responder` with the floor user's credentials; it reads the leaders
+    from a file in the cluster's state dir."""
+    leaders_file = cluster.state_dir / "leaders.json"
+    leaders_file.write_text(json.dumps(dict(leaders)))
+    return [
+        sys.executable,
+        "-m",
+        "bench.responder",
+        f"--kubeconfig={cluster.kubeconfig(FLOOR_USER)}",
+        f"--jobs-path={jobs_path}",
+        f"--pods-path={pods_path}",
+        f"--leaders={leaders_file}",
+        f"--writes={writes}",
+    ]
+
+
+async def wait_watching_pods(audit_log: Path, within: float, check: Callable[[], None]) -> None:
+    """Until the audit log shows the floor user's watch of the pods: the responder's, the
+    floor user's first (the harness watches as the driver)."""
+    tail = audit.Tail(audit_log)
+    try:
+        async with asyncio.timeout(within):
+            while not any(
+                r.user == FLOOR_USER and r.verb == "watch" and r.resource == "pods"
+                for r in tail.new()
+            ):
+                check()
+                await asyncio.sleep(0.1)
+    except TimeoutError:
+        raise FloorError(f"the responder did not watch the pods within {within:.0f}s") from None

@@ -166,7 +166,7 @@ async def _drive(
     timeout = settings.timeout
     async with (
         ApiClient(
-            cluster.kubeconfig(DRIVER_USER), connections=settings.driver_concurrency + 4
+            cluster.kubeconfig(DRIVER_USER), connections=settings.driver_connections
         ) as driver,
         watching(driver, watches) as watch_check,
     ):

@@ -11,11 +11,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from bench import ROOT
 from bench.cluster import versions
 from bench.settings import Settings
 
 SCHEMA = 1
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def machine() -> dict[str, Any]:

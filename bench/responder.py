@@ -2,16 +2,25 @@
 
 It decides nothing else, renders nothing, keeps no queue: one watch of the pods and one
 status patch per job, sent the moment the event arrives. Its exit→Succeeded is what the
-API server and the watches cost on this machine: a lower bound of the operator's figure,
-lower still because it runs inside the harness (no hop between processes).
+API server and the watches cost on this machine: a lower bound of the operator's figure.
+
+It runs as a process of its own (`python -m bench.responder`), as the operator does: the
+floor then pays the same hop between processes, the harness does the same work in both
+phases, and the window reads the responder's CPU apart from the harness's. It runs until
+it is terminated; a failed write ends it with status 1 and the error on stderr.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-from collections.abc import Mapping
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from bench.apiclient import SYNCED, ApiClient, Obj, reply_message
+from bench.watching import watching
 from tfjob_operator import timeutil
 from tfjob_operator.api import ConditionType
 from tfjob_operator.conditions import set_condition
@@ -61,3 +70,44 @@ class Responder:
         if not 200 <= status < 300:
             message = reply_message(reply)
             self.failures.append(f"PATCH {job}/status: {status} {message}")
+
+
+#: How often the program looks for a failed write or a stopped watch.
+CHECK_SECONDS = 0.2
+
+
+async def serve(
+    kubeconfig: Path, jobs_path: str, pods_path: str, leaders: Mapping[str, str], writes: int
+) -> str:
+    """Responds to the leaders' exits until a write fails or the watch stops; returns why."""
+    async with ApiClient(kubeconfig, connections=writes) as client:
+        responder = Responder(client, jobs_path, leaders)
+        async with watching(client, {pods_path: responder.on_pod}) as check:
+            while not responder.failures:
+                check()
+                await asyncio.sleep(CHECK_SECONDS)
+    return responder.failures[0]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.responder", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--kubeconfig", type=Path, required=True)
+    parser.add_argument("--jobs-path", required=True, help="the TFJobs' collection path")
+    parser.add_argument("--pods-path", required=True, help="the pods' collection path")
+    parser.add_argument(
+        "--leaders", type=Path, required=True, help="JSON file: leader pod name -> job name"
+    )
+    parser.add_argument("--writes", type=int, default=32, help="connections for the writes")
+    args = parser.parse_args(argv)
+    leaders = json.loads(args.leaders.read_text())
+    failure = asyncio.run(
+        serve(args.kubeconfig, args.jobs_path, args.pods_path, leaders, args.writes)
+    )
+    print(f"responder: {failure}", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

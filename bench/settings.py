@@ -36,6 +36,13 @@ class Settings:
     def version(self) -> str:
         return self.api_version.partition("/")[2]
 
+    @property
+    def driver_connections(self) -> int:
+        """The driver's connections, the same in both phases: its requests in flight, its
+        three watches (pods, services, TFJobs) and one spare. Fewer would hold the leaders'
+        exits to fewer in flight than `driver_concurrency`."""
+        return self.driver_concurrency + 4
+
     def jobs_path(self, namespace: str) -> str:
         return f"/apis/{self.group}/{self.version}/namespaces/{namespace}/tfjobs"
 
