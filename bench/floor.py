@@ -223,7 +223,7 @@ async def wait_watching_pods(audit_log: Path, within: float, check: Callable[[],
         async with asyncio.timeout(within):
             while not any(
                 r.user == FLOOR_USER and r.verb == "watch" and r.resource == "pods"
-                for r in tail.new()
+                for r in await asyncio.to_thread(tail.new)
             ):
                 check()
                 await asyncio.sleep(0.1)

@@ -79,8 +79,11 @@ CHECK_SECONDS = 0.2
 async def serve(
     kubeconfig: Path, jobs_path: str, pods_path: str, leaders: Mapping[str, str], writes: int
 ) -> str:
-    """Responds to the leaders' exits until a write fails or the watch stops; returns why."""
-    async with ApiClient(kubeconfig, connections=writes) as client:
+    """Responds to the leaders' exits until a write fails or the watch stops; returns why.
+
+    `writes` is how many status writes may be in flight; the watch holds one more
+    connection."""
+    async with ApiClient(kubeconfig, connections=writes + 1) as client:
         responder = Responder(client, jobs_path, leaders)
         async with watching(client, {pods_path: responder.on_pod}) as check:
             while not responder.failures:
@@ -99,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--leaders", type=Path, required=True, help="JSON file: leader pod name -> job name"
     )
-    parser.add_argument("--writes", type=int, default=32, help="connections for the writes")
+    parser.add_argument("--writes", type=int, default=32, help="status writes in flight at most")
     args = parser.parse_args(argv)
     leaders = json.loads(args.leaders.read_text())
     failure = asyncio.run(
