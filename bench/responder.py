@@ -79,7 +79,8 @@ CHECK_SECONDS = 0.2
 async def serve(
     kubeconfig: Path, jobs_path: str, pods_path: str, leaders: Mapping[str, str], writes: int
 ) -> str:
-    """Responds to the leaders' exits until a write fails or the watch stops; returns why.
+    """Responds to the leaders' exits until a write fails, and returns that failure; a watch
+    that stops raises its error instead.
 
     `writes` is how many status writes may be in flight; the watch holds one more
     connection."""
