@@ -7,6 +7,7 @@ The harness starts its own control planes and kwok, so this test needs no sessio
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,26 @@ def test_bench_smoke_run_at_n5(tmp_path: Path) -> None:
     png = (tmp_path / "results" / "smoke.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     assert f"| {JOBS} | {2 * children} |" in done.stdout
+
+
+def test_the_plots_font_lookup_writes_nothing_under_var_cache(tmp_path: Path) -> None:
+    """matplotlib asks fc-list for the system's fonts the first time it runs, and fc-list
+    run as root writes its cache to /var/cache/fontconfig. In a mount namespace of its own,
+    with an empty /var/cache, importing the bench's plot leaves it empty."""
+    script = (
+        "mount --make-rprivate / && mount -t tmpfs tfjob-test /var/cache && "
+        f"{sys.executable} -c 'import bench.plot' && ls -A /var/cache"
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", script],
+        env={**os.environ, "MPLCONFIGDIR": str(tmp_path)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    # matplotlib did look for fonts: it wrote its own font list where it was told.
+    assert list(tmp_path.glob("fontlist-*.json"))
