@@ -90,7 +90,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=900, help="longest wait for one step, seconds")
     p.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT)
     p.add_argument("--name", default="latest", help="results file name: NAME.json, NAME.png")
-    p.add_argument("--work-dir", type=Path, help="cluster state (default: a new dir in /tmp)")
+    p.add_argument(
+        "--work-dir",
+        type=Path,
+        help="cluster state (default: a new dir in the cache, $TFJOB_CACHE/bench/)",
+    )
     p.add_argument("--keep-state", action="store_true", help="keep the clusters' state dirs")
     return p
 
@@ -161,7 +165,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A control plane reuses the etcd data it finds: an old run's objects would count.
         print(f"error: --work-dir {args.work_dir} is not empty", file=sys.stderr)
         return 2
-    work_dir = args.work_dir or Path(tempfile.mkdtemp(prefix="tfjob-bench-", dir="/tmp"))
+    work_dir = args.work_dir
+    if work_dir is None:
+        # In the project's cache, as the chaos run's state: nothing outside it, even when a
+        # failed run keeps its state for reading.
+        parent = binaries.cache_root() / "bench"
+        parent.mkdir(parents=True, exist_ok=True)
+        work_dir = Path(tempfile.mkdtemp(prefix="run-", dir=parent))
     try:
         settings = settings_from(args, work_dir.resolve())
         binaries.locate(*binaries.CONTROL_PLANE, "kwok")
