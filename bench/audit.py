@@ -125,6 +125,12 @@ def completed(requests: Iterable[Request], user: str) -> list[Request]:
     return [r for r in requests if r.user == user and r.stage in FINAL_STAGES]
 
 
+def watched(requests: Iterable[Request], user: str) -> set[str]:
+    """The resources `user` opened a watch of: how the harness knows a process it started
+    is watching (the operator, the floor's responder)."""
+    return {r.resource for r in requests if r.user == user and r.verb == "watch"}
+
+
 def created(requests: Iterable[Request], resource: str) -> list[Request]:
     """Successful creates of `resource` (HTTP 201), one per object."""
     return [r for r in requests if r.verb == "create" and r.resource == resource and r.code == 201]

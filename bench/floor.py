@@ -221,10 +221,7 @@ async def wait_watching_pods(audit_log: Path, within: float, check: Callable[[],
     tail = audit.Tail(audit_log)
     try:
         async with asyncio.timeout(within):
-            while not any(
-                r.user == FLOOR_USER and r.verb == "watch" and r.resource == "pods"
-                for r in await asyncio.to_thread(tail.new)
-            ):
+            while "pods" not in audit.watched(await asyncio.to_thread(tail.new), FLOOR_USER):
                 check()
                 await asyncio.sleep(0.1)
     except TimeoutError:

@@ -96,9 +96,7 @@ class OperatorProcess:
         while time.monotonic() - began < timeout:
             check()
             self.check()
-            for request in tail.new():
-                if request.user == self.user and request.verb == "watch":
-                    watching.add(request.resource)
+            watching |= audit.watched(tail.new(), self.user)
             if watching.issuperset(WATCHED) and (ready_url is None or _answers(ready_url)):
                 return time.monotonic() - began
             time.sleep(0.1)

@@ -115,6 +115,8 @@ def test_counts_break_requests_down_by_kind_and_code() -> None:
     assert counts.by_kind == {"create pods": 2, "watch pods": 1}
     assert counts.by_code == {"200": 1, "201": 1, "409": 1}
     assert audit.watch_starts(requests) == {OPERATOR: {"pods": 1}}
+    assert audit.watched(requests, OPERATOR) == {"pods"}
+    assert audit.watched(requests, DRIVER) == set()
 
 
 def test_tail_returns_only_complete_new_lines(tmp_path: Path) -> None:
