@@ -9,7 +9,6 @@ import json
 import re
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -165,13 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A control plane reuses the etcd data it finds: an old run's objects would count.
         print(f"error: --work-dir {args.work_dir} is not empty", file=sys.stderr)
         return 2
-    work_dir = args.work_dir
-    if work_dir is None:
-        # In the project's cache, as the chaos run's state: nothing outside it, even when a
-        # failed run keeps its state for reading.
-        parent = binaries.cache_root() / "bench"
-        parent.mkdir(parents=True, exist_ok=True)
-        work_dir = Path(tempfile.mkdtemp(prefix="run-", dir=parent))
+    work_dir = args.work_dir or binaries.new_state_dir("bench", "run-")
     try:
         settings = settings_from(args, work_dir.resolve())
         binaries.locate(*binaries.CONTROL_PLANE, "kwok")

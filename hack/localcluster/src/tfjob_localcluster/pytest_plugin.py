@@ -26,7 +26,6 @@ import re
 import secrets
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from tfjob_localcluster.binaries import cache_root
+from tfjob_localcluster.binaries import new_state_dir
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import BUSYBOX, PROJECT_IMAGES
 
@@ -102,11 +101,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 @pytest.fixture(scope="session")
 def cluster_state_root(request: pytest.FixtureRequest) -> Iterator[Path]:
-    """The session's directory for clusters' state, in the cache, closed to other users
-    (mkdtemp makes it 0700): removed after a passing session, kept after a failure."""
-    parent = cache_root() / "test-clusters"
-    parent.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="session-", dir=parent))
+    """The session's directory for clusters' state, in the cache, closed to other users:
+    removed after a passing session, kept after a failure."""
+    root = new_state_dir("test-clusters", "session-")
     request.config.stash[_STATE_DIR_KEY] = root
     yield root
     if not request.config.stash[_FAILED_KEY]:
