@@ -29,8 +29,18 @@ BENCH_ARGS ?=
 CHAOS_ARGS ?=
 DEMO_ARGS ?=
 IMAGES_ARGS ?=
+# The registry and organisation images are named under and released to (default: where the
+# release workflow publishes, tfjob_operator.published.REGISTRY): the one setting for
+# a registry of one's own. `make release` also takes VERSION (default: the file VERSION),
+# PLATFORMS and IMAGES.
+REGISTRY ?=
+export TFJOB_REGISTRY ?= $(REGISTRY)
+VERSION ?=
+PLATFORMS ?= linux/amd64,linux/arm64
+IMAGES ?= operator,trainer,trainer-gpu
+DIST ?= dist
 
-.PHONY: help env binaries images test lint format typecheck unit integration e2e demo cluster cluster-down bench chaos e2e-kind crd manifests examples generated-check clean
+.PHONY: help env binaries images test lint format typecheck unit integration e2e demo cluster cluster-down bench chaos e2e-kind crd manifests examples generated-check version release clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -40,7 +50,7 @@ $(UV):
 	python3.11 -m venv $(UV_HOME)
 	$(UV_HOME)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir uv==$(UV_VERSION)
 
-$(VENV)/.synced: $(UV) uv.lock pyproject.toml operator/pyproject.toml trainer/pyproject.toml hack/localcluster/pyproject.toml
+$(VENV)/.synced: $(UV) uv.lock pyproject.toml operator/pyproject.toml trainer/pyproject.toml hack/localcluster/pyproject.toml VERSION
 	@echo "==> syncing the Python environment in $(VENV) (uv.lock, frozen)"
 	@# uv keeps a lock file in TMPDIR: the cache's, not the host's /tmp.
 	@mkdir -p $(TFJOB_CACHE)/tmp
@@ -49,8 +59,8 @@ $(VENV)/.synced: $(UV) uv.lock pyproject.toml operator/pyproject.toml trainer/py
 
 env: $(VENV)/.synced ## Install the pinned Python environment (.venv)
 
-binaries: ## Build the pinned Kubernetes, etcd, CoreDNS, helm, kwok, kind, Kueue, scheduler-plugins, Volcano's scheduler and node tools into the cache (skips what is built)
-	hack/build-binaries.sh kubernetes etcd coredns helm kwok kind kueue scheduler-plugins volcano nodetools
+binaries: ## Build the pinned Kubernetes, etcd, CoreDNS, helm, kwok, kind, Kueue, the OCI registry, scheduler-plugins, Volcano's scheduler and node tools into the cache (skips what is built)
+	hack/build-binaries.sh kubernetes etcd coredns helm kwok kind kueue registry scheduler-plugins volcano nodetools
 
 images: env binaries ## Build the images (operator, trainer, node, busybox) into the cache; IMAGES_ARGS=--gpu adds the GPU trainer
 	$(BIN)/tfjob-localcluster images $(IMAGES_ARGS)
@@ -110,5 +120,14 @@ cluster: env binaries images ## Start the local cluster in the background and pr
 cluster-down: env ## Stop the cluster started by `make cluster`
 	$(BIN)/tfjob-localcluster down --state-dir $(TFJOB_CACHE)/cluster
 
+version: env ## Set the project's version everywhere it is written: make version VERSION=0.2.0
+	@test -n "$(VERSION)" || { echo "make version: give VERSION=MAJOR.MINOR.PATCH" >&2; exit 2; }
+	$(BIN)/python hack/set_version.py $(VERSION)
+	$(MAKE) env examples manifests
+
+release: env ## Build, check and push a release: make release REGISTRY=host[:port][/org] [VERSION=] [PLATFORMS=] [IMAGES=] [DIST=dist]
+	hack/build-binaries.sh helm
+	$(BIN)/python -m release --registry "$(REGISTRY)" --version "$(VERSION)" --platforms "$(PLATFORMS)" --images "$(IMAGES)" --out "$(DIST)"
+
 clean: ## Remove the Python environment and build outputs (the binary cache stays)
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache dist

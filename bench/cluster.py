@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import yaml
@@ -23,7 +22,7 @@ import yaml
 from bench import audit, kwok
 from tfjob_localcluster import binaries as binaries_module
 from tfjob_localcluster.controlplane import ControlPlane
-from tfjob_localcluster.procs import ManagedProcess
+from tfjob_localcluster.procs import ManagedProcess, Started
 from tfjob_localcluster.rest import Rest, RestError
 
 NAMESPACE = "tfjob-bench"
@@ -154,7 +153,7 @@ def served_tfjobs(paths: Iterable[Path], api_version: str) -> bool:
     return any(f"/apis/{group}/{version}/tfjobs" in collection_paths(crd) for crd in crds_in(paths))
 
 
-class BenchCluster:
+class BenchCluster(Started):
     """Control plane, kwok and its nodes, CRDs and the namespace; see the module docstring."""
 
     def __init__(
@@ -212,17 +211,6 @@ class BenchCluster:
             self.kwok.stop(grace=5)
             self.kwok = None
         self.plane.stop()
-
-    def __enter__(self) -> BenchCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def check(self) -> None:
         """Raises BenchClusterError if a component (or kwok) has exited."""

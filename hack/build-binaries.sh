@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds the pinned Kubernetes components (control plane, kubelet, kube-proxy, kubeadm,
-# kubectl), etcd, CoreDNS, helm, kwok, kind, Kueue and the project's node tools (hack/nodetools:
+# kubectl), etcd, CoreDNS, helm, kwok, kind, Kueue, CNCF Distribution's registry and the project's node tools (hack/nodetools:
 # pause, a fake GPU device plugin), scheduler-plugins and Volcano's scheduler from the Go module proxy into a cache outside the work
 # tree, one directory per tool and version. What is already built is skipped; each binary is written to a temporary
 # name and renamed when complete, so an interrupted build leaves nothing half-made.
 #
-#   hack/build-binaries.sh [kubernetes|etcd|coredns|helm|kwok|kind|kueue|scheduler-plugins|volcano|nodetools|all]
+#   hack/build-binaries.sh [kubernetes|etcd|coredns|helm|kwok|kind|kueue|registry|scheduler-plugins|volcano|nodetools|all]
 #                                 (default: kubernetes etcd coredns helm nodetools)
 #   hack/build-binaries.sh --print-dir TOOL                  prints where TOOL's binaries live
 #
@@ -37,6 +37,7 @@ tool_dir() {
     kwok) echo "$cache/bin/kwok-$KWOK_VERSION" ;;
     kind) echo "$cache/bin/kind-$KIND_VERSION" ;;
     kueue) echo "$cache/bin/kueue-$KUEUE_VERSION" ;;
+    registry) echo "$cache/bin/registry-$DISTRIBUTION_VERSION" ;;
     scheduler-plugins) echo "$cache/bin/scheduler-plugins-$SCHEDULER_PLUGINS_VERSION" ;;
     volcano) echo "$cache/bin/volcano-$VOLCANO_VERSION" ;;
     # Versioned by its sources: any change to them is a new directory.
@@ -215,6 +216,18 @@ build_kind() {
   log "kind $KIND_VERSION: built into $dir"
 }
 
+build_registry() {
+  local dir scratch
+  dir=$(tool_dir registry)
+  if all_present "$dir" registry; then log "registry $DISTRIBUTION_VERSION: present in $dir"; return; fi
+  log "registry (CNCF Distribution) $DISTRIBUTION_VERSION: building"
+  scratch=$(mktemp -d "$cache/bin/.registry-build.XXXXXX")
+  run_logged registry env GOBIN="$scratch" go install -v -trimpath -ldflags "-s -w" \
+    "github.com/distribution/distribution/v3/cmd/registry@$DISTRIBUTION_VERSION"
+  install_from "$scratch" "$dir" registry
+  log "registry $DISTRIBUTION_VERSION: built into $dir"
+}
+
 # The module proxy here answers for pinned versions but not for a module's version list,
 # which `go install module@version` reads: the command is built in a module of our own.
 build_kueue() {
@@ -294,11 +307,11 @@ rm -rf "$cache"/bin/.*-build.* 2>/dev/null || true
 
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(kubernetes etcd coredns helm nodetools)
-[ "${tools[0]}" = all ] && tools=(kubernetes etcd coredns helm kwok kind kueue scheduler-plugins volcano nodetools)
+[ "${tools[0]}" = all ] && tools=(kubernetes etcd coredns helm kwok kind kueue registry scheduler-plugins volcano nodetools)
 for tool in "${tools[@]}"; do
   case "$tool" in
-    kubernetes | etcd | coredns | helm | kwok | kind | kueue | scheduler-plugins | volcano | nodetools) "build_${tool//-/_}" ;;
-    *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, coredns, helm, kwok, kind, kueue, scheduler-plugins, volcano, nodetools, all)" >&2; exit 2 ;;
+    kubernetes | etcd | coredns | helm | kwok | kind | kueue | registry | scheduler-plugins | volcano | nodetools) "build_${tool//-/_}" ;;
+    *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, coredns, helm, kwok, kind, kueue, registry, scheduler-plugins, volcano, nodetools, all)" >&2; exit 2 ;;
   esac
 done
 for tool in "${tools[@]}"; do printf '%-10s %s\n' "$tool" "$(tool_dir "$tool")"; done

@@ -19,7 +19,7 @@ from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import BUSYBOX
 from tfjob_localcluster.procs import ProcessIdentity, process_table
 from tfjob_localcluster.pytest_plugin import Kubectl
-from tfjob_localcluster.registry import Registry, Slot
+from tfjob_localcluster.slots import Slot, Slots
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +40,7 @@ def cli_down(state_dir: Path) -> subprocess.CompletedProcess[str]:
 
 
 def slot_of(state_dir: Path) -> Slot:
-    return next(s for s in Registry().live() if Path(s.state_dir) == state_dir.resolve())
+    return next(s for s in Slots().live() if Path(s.state_dir) == state_dir.resolve())
 
 
 def network_names(prefix: str) -> list[str]:
@@ -108,7 +108,7 @@ def test_cli_up_is_idempotent_beside_another_cluster_and_up_after_down_restores_
     assert not any(p.alive() for p in processes)
     assert network_names(slot.network.prefix) == []
     wait_host_restored(before)
-    assert all(Path(s.state_dir) != state_dir.resolve() for s in Registry().live())
+    assert all(Path(s.state_dir) != state_dir.resolve() for s in Slots().live())
     stopped = subprocess.run(
         [*CLI, "status", "--state-dir", str(state_dir)], capture_output=True, text=True
     )
@@ -191,8 +191,8 @@ def test_sigkilled_owner_leaves_no_orphans_after_the_sweep(cluster_state_root: P
     )
     # The next start (here: an explicit sweep, as `down` or any claim does) removes what
     # outlives processes: the cgroups, the registry's record.
-    Registry().sweep()
-    assert all(Path(s.state_dir) != state_dir.resolve() for s in Registry().live())
+    Slots().sweep()
+    assert all(Path(s.state_dir) != state_dir.resolve() for s in Slots().live())
     assert network_names(slot.network.prefix) == []
     wait_host_restored(before)
 

@@ -22,6 +22,8 @@ from support.backends import SCENARIO_KEY, Backend
 from support.tfjobs import GENERATION_ENV, PodCreations, TFJobs, condition
 
 from tfjob_localcluster.diagnose import describe_pods
+from tfjob_localcluster.images import TRAINER
+from tfjob_operator import published
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT_PREFIX = "TFJOB_RESULT "
@@ -29,8 +31,13 @@ TRAINING_TIMEOUT = 420
 
 
 def example(name: str) -> dict[str, Any]:
-    """A TFJob from examples/, exactly as users copy it."""
+    """A TFJob from examples/, exactly as users copy it (its trainer image renamed only
+    where `make images` named the images under another registry, `$TFJOB_REGISTRY`)."""
     document: dict[str, Any] = yaml.safe_load((ROOT / "examples" / name).read_text())
+    for spec in document["spec"]["tfReplicaSpecs"].values():
+        for container in spec["template"]["spec"]["containers"]:
+            if container["image"] == published.trainer_image():
+                container["image"] = TRAINER
     return document
 
 

@@ -140,7 +140,7 @@ def test_installed_operator_runs_a_tfjob_under_the_chart_identity(
     assert pod["spec"]["serviceAccountName"] == RELEASE
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     (status,) = pod["status"]["containerStatuses"]
-    assert status["image"] == f"docker.io/library/{OPERATOR}"
+    assert status["image"] == OPERATOR
     # The image's files, read-only, as the uid the chart sets.
     probe = kubectl(
         "exec", "-n", release_namespace, pod["metadata"]["name"], "--",

@@ -30,6 +30,7 @@ from tfjob_localcluster.chart import RELEASE, SELECTOR, install_operator, run_he
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import PROJECT_IMAGES
 from tfjob_localcluster.kind import KindCluster
+from tfjob_localcluster.ociregistry import OciRegistry
 from tfjob_localcluster.pytest_plugin import Kubectl
 
 BACKENDS = ("local", "kind")
@@ -105,20 +106,13 @@ class LocalBackend(ChartBackend):
 
 
 class KindBackend(ChartBackend):
-    """A kind cluster with the images built from this checkout and the chart installed."""
+    """The session's kind cluster, with the chart installed from this checkout."""
 
     name = "kind"
 
-    def __init__(self, workdir: Path) -> None:
-        self.cluster = KindCluster(workdir, say=_say)
+    def __init__(self, cluster: KindCluster) -> None:
+        self.cluster = cluster
         super().__init__(str(self.cluster.kubeconfig))
-
-    def create(self) -> None:
-        self.cluster.create(PROJECT_IMAGES)
-        self.install()
-
-    def delete(self) -> None:
-        self.cluster.delete()
 
     def kill_container(self, namespace: str, pod: str, container: str = "tensorflow") -> None:
         """SIGKILL from the node's containerd: inside the container, PID 1 ignores it."""
@@ -137,26 +131,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "backend" not in metafunc.fixturenames:
-        return
-    chosen = [b.strip() for b in metafunc.config.getoption("--backends").split(",") if b.strip()]
+def backend_params(config: pytest.Config) -> list[Any]:
+    """The backends `--backends` chose, each marked as what it needs (e2e, kind)."""
+    chosen = [b.strip() for b in config.getoption("--backends").split(",") if b.strip()]
     unknown = set(chosen) - set(BACKENDS)
     if unknown:
         raise pytest.UsageError(f"--backends: unknown {', '.join(sorted(unknown))}")
     marks = {"local": pytest.mark.e2e, "kind": pytest.mark.kind}
-    metafunc.parametrize(
-        "backend",
-        [pytest.param(name, marks=marks[name], id=name) for name in chosen],
-        indirect=True,
-        scope="module",
-    )
+    return [pytest.param(name, marks=marks[name], id=name) for name in chosen]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize(
+            "backend", backend_params(metafunc.config), indirect=True, scope="module"
+        )
 
 
 @pytest.fixture(scope="module")
-def backend(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Any]:
+def backend(request: pytest.FixtureRequest) -> Iterator[Any]:
     if request.param == "local":
         request.getfixturevalue("project_images")
         # The checkout's operator, if a test started it, must not run beside the chart's.
@@ -168,20 +161,34 @@ def backend(
         finally:
             local.uninstall()
         return
+    chart = KindBackend(request.getfixturevalue("kind_cluster"))
+    chart.install()
+    try:
+        yield chart
+    finally:
+        chart.uninstall()
+
+
+@pytest.fixture(scope="session")
+def kind_cluster(
+    tmp_path_factory: pytest.TempPathFactory, oci_registry: OciRegistry
+) -> Iterator[KindCluster]:
+    """One kind cluster for the session, its nodes pulling from the session's registry
+    too; skipped, with the reason, where kind cannot run here."""
     reason = kind.unavailable()
     if reason is not None:
-        pytest.skip(f"kind backend: {reason}")
-    cluster = KindBackend(tmp_path_factory.mktemp("kind"))
+        pytest.skip(f"kind: {reason}")
+    cluster = KindCluster(tmp_path_factory.mktemp("kind"), say=_say, registry=oci_registry.address)
     # After what the run installs (docker.io) and with the engine up: the cluster, its
     # network and the engine must leave nothing.
-    cluster.cluster.start_engine()
+    cluster.start_engine()
     before = hoststate.snapshot()
     try:
-        cluster.create()
+        cluster.create(PROJECT_IMAGES)
         yield cluster
     finally:
         cluster.delete()
-    engine_state = () if cluster.cluster.engine.private else hoststate.ENGINE_RUNTIME_ENTRIES
+    engine_state = () if cluster.engine.private else hoststate.ENGINE_RUNTIME_ENTRIES
     changed = hoststate.difference(before, hoststate.snapshot(), engine_state)
     assert not changed, f"the kind run changed the host: {changed}"
 

@@ -1,5 +1,5 @@
 """Fixtures for tests of the operator on the local cluster: the CRD, the operator process,
-and TFJob helpers bound to a fresh namespace."""
+TFJob helpers bound to a fresh namespace, and the session's OCI registry."""
 
 from __future__ import annotations
 
@@ -13,11 +13,20 @@ import pytest
 
 from support.operator_process import OperatorProcess
 from support.tfjobs import TFJobs
+from tfjob_localcluster.ociregistry import OciRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
 KUBEFLOW_CRD = ROOT / "charts" / "tfjob-operator" / "files" / "tfjobs.kubeflow.org.yaml"
 _OPERATOR_KEY = pytest.StashKey[OperatorProcess]()
+
+
+@pytest.fixture(scope="session")
+def oci_registry(cluster_state_root: Path) -> Iterator[OciRegistry]:
+    """A registry on the host's loopback for the session (ociregistry.py): the release's
+    tests push to it, and clusters set up for it pull from it."""
+    with OciRegistry(cluster_state_root / "registry", say=lambda _message: None) as registry:
+        yield registry
 
 
 @pytest.fixture(scope="session")

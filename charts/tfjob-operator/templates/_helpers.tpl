@@ -20,6 +20,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* The operator's image: registry/repository:tag, and @digest when pinned. */}}
+{{- define "tfjob-operator.image" -}}
+{{- $image := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- with .Values.image.registry -}}
+{{- $image = printf "%s/%s" (trimSuffix "/" .) $image -}}
+{{- end -}}
+{{- with .Values.image.digest -}}
+{{- $image = printf "%s@%s" $image . -}}
+{{- end -}}
+{{- $image -}}
+{{- end -}}
+
 {{- define "tfjob-operator.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create -}}
 {{- default (include "tfjob-operator.fullname" .) .Values.serviceAccount.name -}}

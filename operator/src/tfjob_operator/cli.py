@@ -1,4 +1,5 @@
-"""`tfjob-operator`: run the controller, or preview what it would create for a TFJob."""
+"""`tfjob-operator`: run the controller, preview what it would create for a TFJob, write
+one from a few choices, or say its version."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 
 import yaml
 
-from . import render_command, scaffold
+from . import published, render_command, scaffold
 from .api import KUBEFLOW, TFJOB_DEV
 from .gang import (
     KUBEFLOW_SCHEDULER_PLUGINS,
@@ -93,7 +94,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     new = commands.add_parser("new", help="write a commented TFJob YAML from a few choices")
     scaffold.add_arguments(new)
 
+    commands.add_parser(
+        "version", help="print the version, and the images and chart that release publishes"
+    )
+
     args = parser.parse_args(argv)
+    if args.subcommand == "version":
+        print(f"tfjob-operator {published.VERSION}")
+        print(f"  operator image  {published.operator_image()}")
+        print(f"  trainer images  {published.trainer_image()}, {published.trainer_image(gpu=True)}")
+        print(f"  chart           {published.chart_reference()} --version {published.VERSION}")
+        return 0
     if args.subcommand == "render":
         return render_command.run(args.filename, args.namespace, args.cluster_domain)
     if args.subcommand == "new":

@@ -16,9 +16,9 @@ from typing import Any
 
 import jinja2
 
+from .published import trainer_image
 from .spec import DNS_1035, MAX_CHILD_NAME, parse_spec
 
-DEFAULT_IMAGE = "tfjob-trainer:0.1.0"
 STRATEGIES = {"mwms": "MultiWorkerMirroredStrategy", "pss": "ParameterServerStrategy"}
 
 
@@ -35,7 +35,7 @@ class Choices:
     chief: bool = False
     evaluator: bool = False
     gpus: int = 0
-    image: str = DEFAULT_IMAGE
+    image: str = trainer_image()
     command: tuple[str, ...] = ("tfjob-train",)
     args: tuple[str, ...] | None = None
     namespace: str | None = None
@@ -197,7 +197,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chief", action="store_true", help="add a Chief (always with pss)")
     parser.add_argument("--evaluator", action="store_true", help="add a sidecar evaluator")
     parser.add_argument("--gpus", type=int, default=0, help="nvidia.com/gpu per training replica")
-    parser.add_argument("--image", default=DEFAULT_IMAGE)
+    parser.add_argument(
+        "--image",
+        default=None,
+        help=f"container image (default: {trainer_image()}; with --gpus, "
+        f"{trainer_image(gpu=True)}, built with tensorflow[and-cuda])",
+    )
     parser.add_argument("--command", default="tfjob-train", help="container command (shell words)")
     parser.add_argument(
         "--args", default=None, help="container args (shell words); default: model/checkpoint dirs"
@@ -223,7 +228,7 @@ def choices_from(args: argparse.Namespace) -> Choices:
         chief=args.chief,
         evaluator=args.evaluator,
         gpus=args.gpus,
-        image=args.image,
+        image=args.image or trainer_image(gpu=args.gpus > 0),
         command=tuple(shlex.split(args.command)),
         args=tuple(shlex.split(args.args)) if args.args is not None else None,
         namespace=args.namespace,

@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import NoReturn
 
 from tfjob_trainer.errors import ConfigError
@@ -105,6 +106,9 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
             "Train under the distribution strategy that TF_CONFIG implies "
             "(see trainer/README.md). Ends with one 'TFJOB_RESULT {json}' line."
         ),
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {version('tfjob-trainer')}"
     )
     data = parser.add_argument_group("workload")
     data.add_argument(

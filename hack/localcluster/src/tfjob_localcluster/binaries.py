@@ -35,6 +35,7 @@ _TOOLS: dict[str, tuple[str, tuple[str, ...]]] = {
     "etcd": ("ETCD_VERSION", ("etcd",)),
     "coredns": ("COREDNS_VERSION", ("coredns",)),
     "kueue": ("KUEUE_VERSION", ("kueue",)),
+    "registry": ("DISTRIBUTION_VERSION", ("registry",)),
     "scheduler-plugins": ("SCHEDULER_PLUGINS_VERSION", ("scheduler",)),
     "volcano": ("VOLCANO_VERSION", ("vc-scheduler",)),
     "nodetools": ("", ("pause", "gpu-device-plugin")),
@@ -197,6 +198,11 @@ class Binaries:
     @property
     def kueue(self) -> Path:
         return self.path("kueue")
+
+    @property
+    def registry(self) -> Path:
+        """CNCF Distribution's registry."""
+        return self.path("registry")
 
     @property
     def vc_scheduler(self) -> Path:

@@ -4,7 +4,7 @@ The kubelet (cgroupfs driver) puts pods under its `cgroupRoot`; each cluster get
 own (`/tfjob-localcluster-<slot>`), so two clusters never share one and the kubelet
 never touches the machine's other cgroups. Cgroup directories outlive the processes in
 them: the launcher removes the cluster's tree, deepest first, once its node is gone, and
-the registry does the same for a cluster whose owner died.
+the slot table (slots.py) does the same for a cluster whose owner died.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ stops making progress, with a diagnosis (diagnose.py) instead of a timeout minut
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -16,7 +17,8 @@ from typing import Any
 from kubernetes import client, config
 
 from tfjob_localcluster import diagnose
-from tfjob_localcluster.binaries import locate
+from tfjob_localcluster.binaries import cache_root, locate
+from tfjob_localcluster.images import REGISTRY
 
 CHART = Path(__file__).resolve().parents[4] / "charts" / "tfjob-operator"
 RELEASE = "tfjob-operator"
@@ -28,18 +30,37 @@ class InstallError(RuntimeError):
     pass
 
 
-def run_helm(kubeconfig: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
-    """The pinned helm against `kubeconfig`; the caller checks the outcome."""
+def helm_environment() -> dict[str, str]:
+    """helm's cache, configuration and data (an OCI chart's pulls, a registry's login)
+    go to the project's cache, not ~/.cache/helm, ~/.config/helm, ~/.local/share/helm.
+    A login the caller made for the release (`REGISTRY_AUTH_FILE`) is helm's too."""
+    home = cache_root() / "helm"
+    environment = {
+        **os.environ,
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+    if auth := os.environ.get("REGISTRY_AUTH_FILE"):
+        environment["HELM_REGISTRY_CONFIG"] = auth
+    return environment
+
+
+def run_helm(kubeconfig: Path | str | None, *args: str) -> subprocess.CompletedProcess[str]:
+    """The pinned helm against `kubeconfig` (None: no cluster); the caller checks the
+    outcome."""
+    cluster = [] if kubeconfig is None else [f"--kubeconfig={kubeconfig}"]
     return subprocess.run(
-        [str(locate("helm").helm), f"--kubeconfig={kubeconfig}", *args],
+        [str(locate("helm").helm), *cluster, *args],
         capture_output=True,
         text=True,
+        env=helm_environment(),
         timeout=600,
         check=False,
     )
 
 
-def helm(kubeconfig: Path | str, *args: str) -> str:
+def helm(kubeconfig: Path | str | None, *args: str) -> str:
     """The pinned helm's output; raises with its output when it fails."""
     done = run_helm(kubeconfig, *args)
     if done.returncode != 0:
@@ -67,6 +88,8 @@ def install_operator(
     )  # fmt: skip
     if applied.returncode != 0:
         raise InstallError(f"applying the CRD failed:\n{applied.stderr}")
+    # The operator's image as `make images` named it (the node has it: nothing is pulled).
+    values = [f"image.registry={REGISTRY}", *values]
     settings = [part for value in values for part in ("--set", value)]
     helm(
         kubeconfig, "upgrade", "--install", RELEASE, str(CHART), "--namespace", namespace,

@@ -6,6 +6,7 @@
     tfjob-localcluster status [--state-dir DIR]
     tfjob-localcluster images [--gpu]          build the images (`make images`)
     tfjob-localcluster load --state-dir DIR IMAGE...   import built images into the node
+    tfjob-localcluster registry [--port N]     an OCI registry on 127.0.0.1 until Ctrl-C
 
 `up` starts a detached supervisor (`run`, output in DIR/supervisor.log) and prints
 `export KUBECONFIG=...` on stdout once the cluster is ready, so `eval "$(...)"` works.
@@ -33,9 +34,10 @@ from tfjob_localcluster.binaries import MissingBinaryError, cache_root
 from tfjob_localcluster.cluster import ClusterError, LocalCluster
 from tfjob_localcluster.engine import EngineUnavailableError
 from tfjob_localcluster.noderuntime import NodeRuntime, NodeRuntimeError
+from tfjob_localcluster.ociregistry import OciRegistry, OciRegistryError
 from tfjob_localcluster.packages import PackageError
 from tfjob_localcluster.procs import ProcessIdentity, tail
-from tfjob_localcluster.registry import Registry, RegistryError
+from tfjob_localcluster.slots import SlotError, Slots
 
 UP_TIMEOUT = 300.0
 DOWN_TIMEOUT = 90.0
@@ -104,7 +106,7 @@ def cmd_run(paths: Paths) -> int:
         except (
             ClusterError,
             MissingBinaryError,
-            RegistryError,
+            SlotError,
             PackageError,
             images.MissingImageError,
             NodeRuntimeError,
@@ -177,8 +179,8 @@ def cmd_down(paths: Paths) -> int:
             identity.kill_group(signal.SIGKILL)
         _note(f"stopped the cluster in {paths.state_dir}")
     # Whatever a killed supervisor left behind (network, stray processes) goes now.
-    with contextlib.suppress(RegistryError):
-        Registry().sweep()
+    with contextlib.suppress(SlotError):
+        Slots().sweep()
     return 0
 
 
@@ -200,8 +202,8 @@ def cmd_status(paths: Paths) -> int:
             check=False,
         )
         print("  " + (nodes.stdout or nodes.stderr).strip().replace("\n", "\n  "))
-    with contextlib.suppress(RegistryError):
-        clusters = Registry().live()
+    with contextlib.suppress(SlotError):
+        clusters = Slots().live()
         print(f"local clusters on this machine: {len(clusters)}")
         for slot in clusters:
             owner = f"owner pid {slot.owner.pid}"
@@ -234,6 +236,24 @@ def cmd_load(paths: Paths, references: list[str]) -> int:
     return 0
 
 
+def cmd_registry(port: int | None) -> int:
+    """An OCI registry on the loopback in the foreground (its blobs in the cache)."""
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        with OciRegistry(cache_root() / "registry", port, say=_note) as registry:
+            _note(f"push to {registry.address} (plain HTTP); Ctrl-C stops it")
+            while not stop.wait(1) and registry.process is not None:
+                if not registry.process.running():
+                    _note(f"the registry exited:\n{registry.process.tail()}")
+                    return 1
+    except (OciRegistryError, MissingBinaryError) as error:
+        _note(f"error: {error}")
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tfjob-localcluster",
@@ -259,9 +279,13 @@ def main(argv: list[str] | None = None) -> int:
     load = commands.add_parser("load", help="import built images into the running node")
     load.add_argument("--state-dir", type=Path, default=default_dir, help=f"default: {default_dir}")
     load.add_argument("image", nargs="+")
+    registry = commands.add_parser("registry", help="run an OCI registry on 127.0.0.1")
+    registry.add_argument("--port", type=int, default=None, help="default: a free one")
     args = parser.parse_args(argv)
     if args.command == "images":
         return cmd_images(args.gpu)
+    if args.command == "registry":
+        return cmd_registry(args.port)
     paths = Paths(args.state_dir)
     if args.command == "load":
         return cmd_load(paths, args.image)

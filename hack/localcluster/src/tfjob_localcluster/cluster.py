@@ -1,7 +1,7 @@
 """LocalCluster: the control plane and one real node, started and stopped together.
 
     with LocalCluster(Path("/tmp/my-cluster")) as cluster:
-        cluster.load_images(["tfjob-trainer:0.1.0"])
+        cluster.load_images([TRAINER])  # tfjob_localcluster.images
         subprocess.run(cluster.kubectl_command("get", "nodes"))
 
 The node is a kubelet with containerd, runc and the CNI bridge plugin (Debian's packages),
@@ -10,7 +10,7 @@ network, UTS and IPC namespaces (node/__main__.py), much as a kind node runs in 
 container, but without an image: it sees the host's binaries, while everything it
 writes, mounts or configures stays in those namespaces or in the state dir.
 
-Start order: the Debian packages the node needs (installed when missing), a registry
+Start order: the Debian packages the node needs (installed when missing), a
 slot (subnets, names, cgroup; sweeps what dead clusters left), the cgroup that will hold
 the pods, the veth pair to the node, the control plane with the API server on the host's
 end of it, the node, the controllers; then the node's images (pause, CoreDNS) are
@@ -29,8 +29,9 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
+
+import tomli_w
 
 from tfjob_localcluster import addons, capabilities, cgroups, network, packages
 from tfjob_localcluster import binaries as binaries_module
@@ -42,11 +43,13 @@ from tfjob_localcluster.controlplane import (
     ControlPlaneError,
 )
 from tfjob_localcluster.images import COREDNS, NODE_IMAGES, PAUSE, ImageStore
+from tfjob_localcluster.loopback import LoopbackRelay
 from tfjob_localcluster.node.config import NodeConfig
+from tfjob_localcluster.node.files import REGISTRY_HOSTS_DIR, registry_hosts
 from tfjob_localcluster.noderuntime import NodeRuntime
-from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity, children_named
-from tfjob_localcluster.registry import Registry, Slot
+from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity, Started, children_named
 from tfjob_localcluster.rest import RestError
+from tfjob_localcluster.slots import Slot, Slots
 
 DEFAULT_NODE_NAME = "tfjob-local-node"
 DEFAULT_GPUS = 4
@@ -59,7 +62,7 @@ class ClusterError(RuntimeError):
     pass
 
 
-class LocalCluster:
+class LocalCluster(Started):
     """A running local cluster; see the module docstring. Needs root."""
 
     def __init__(
@@ -68,7 +71,7 @@ class LocalCluster:
         *,
         node_name: str = DEFAULT_NODE_NAME,
         gpus: int = DEFAULT_GPUS,
-        registry: Registry | None = None,
+        slots: Slots | None = None,
         images: ImageStore | None = None,
         say: Callable[[str], None] = lambda _message: None,
         control_plane_args: Mapping[str, Sequence[str]] | None = None,
@@ -78,7 +81,7 @@ class LocalCluster:
         self.state_dir = Path(state_dir).resolve()
         self.node_name = node_name
         self.gpus = gpus
-        self.registry = registry or Registry()
+        self.slots = slots or Slots()
         self.images = images or ImageStore(say=say)
         self._say = say
         self.control_plane_args = dict(control_plane_args or {})
@@ -94,6 +97,8 @@ class LocalCluster:
         self.node_init: ProcessIdentity | None = None
         self.runtime: NodeRuntime | None = None
         self.startup_seconds = 0.0
+        #: Registries on the host's loopback the node pulls from (use_registry).
+        self.relays: list[LoopbackRelay] = []
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -112,7 +117,7 @@ class LocalCluster:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.state_dir.chmod(0o700)
         try:
-            self.slot = self.registry.claim(self.state_dir)
+            self.slot = self.slots.claim(self.state_dir)
             net = self.slot.network
             cgroups.create(self.slot.cgroup_root)
             network.create_node_link(net)
@@ -148,6 +153,9 @@ class LocalCluster:
 
     def stop(self) -> None:
         """Stops the node (and with it every pod), the control plane; frees the slot."""
+        for relay in self.relays:
+            relay.stop()
+        self.relays.clear()
         if self.node_process is not None:
             if self.node_init is not None and self.node_init.alive():
                 os.kill(self.node_init.pid, signal.SIGTERM)
@@ -162,20 +170,9 @@ class LocalCluster:
             self.control_plane.stop()
             self.control_plane = None
         if self.slot is not None:
-            self.registry.release(self.slot)
+            self.slots.release(self.slot)
             self.slot = None
         (self.state_dir / "cluster.json").unlink(missing_ok=True)
-
-    def __enter__(self) -> LocalCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def check(self) -> None:
         """Raises ClusterError if any component has exited."""
@@ -243,6 +240,21 @@ class LocalCluster:
         self._start_node(plane, slot, deadline)
         self._wait_ready(deadline)
 
+    def use_registry(self, address: str) -> None:
+        """Lets the node pull from the plain-HTTP registry at `address` on the host's
+        loopback (127.0.0.1:PORT, ociregistry.py), under that same name."""
+        if self.node_init is None:
+            raise ClusterError("the cluster is not running")
+        host, _, port = address.partition(":")
+        if host != "127.0.0.1" or not port.isdigit():
+            raise ClusterError(f"{address}: only a registry on 127.0.0.1:PORT can be used")
+        hosts = self.node_dir / REGISTRY_HOSTS_DIR / address / "hosts.toml"
+        hosts.parent.mkdir(parents=True, exist_ok=True)
+        hosts.write_text(tomli_w.dumps(registry_hosts(address)))
+        relay = LoopbackRelay(Path(f"/proc/{self.node_init.pid}/ns/net"), int(port))
+        self.relays.append(relay.start())
+        self._say(f"the node pulls from the registry on {address}")
+
     def load_images(self, references: Iterable[str]) -> None:
         """Imports images built by `make images` into the node (skips those it has)."""
         if self.runtime is None:
@@ -276,7 +288,7 @@ class LocalCluster:
 
     def _record(self, identity: ProcessIdentity) -> None:
         if self.slot is not None:
-            self.registry.record(self.slot.index, identity)
+            self.slots.record(self.slot.index, identity)
 
     def _node_config(self, plane: ControlPlane, slot: Slot) -> NodeConfig:
         net = slot.network

@@ -18,14 +18,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
 import yaml
 
 from tfjob_localcluster import binaries as binaries_module
 from tfjob_localcluster.kubeconfig import kubeconfig, write_kubeconfig
 from tfjob_localcluster.pki import CertificateAuthority, KeyPair, write_signing_key
-from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity
+from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity, Started
 from tfjob_localcluster.rest import Rest, RestError, tls_context
 
 SERVICE_CIDR = ipaddress.IPv4Network("10.96.0.0/16")
@@ -106,7 +105,7 @@ def free_port(host: str) -> int:
     return free_ports(host, 1)[0]
 
 
-class ControlPlane:
+class ControlPlane(Started):
     """Starts and stops the four control-plane components; see the module docstring."""
 
     def __init__(
@@ -169,18 +168,6 @@ class ControlPlane:
         for process in reversed(self._processes):
             process.stop(grace=10)
         self._processes.clear()
-
-    def __enter__(self) -> ControlPlane:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def check(self) -> None:
         """Raises ControlPlaneError if a component has exited."""

@@ -1,9 +1,11 @@
 """The images the local cluster runs, built here from Dockerfiles and kept as tars.
 
-- the project's: `operator/Dockerfile`, `trainer/Dockerfile` (and, opt-in,
-  `trainer/Dockerfile.gpu`), FROM the base their `ARG BASE` names (the official
+- the project's: `operator/Dockerfile`, `trainer/Dockerfile` (and, opt-in, the same with
+  `TRAINER_EXTRAS=gpu`), FROM the base their `ARG BASE` names (the official
   `python:3.11.*-slim-bookworm`), or, where no registry answers, FROM the equivalent
-  made here (baseimage.py);
+  made here (baseimage.py), for the build machine's architecture, under the names the
+  release publishes them by (tfjob_operator.published; `$TFJOB_REGISTRY`, the Makefile's
+  `REGISTRY`, names another registry), so the chart and the examples run them as they are;
 - the node's: `pause` and CoreDNS, FROM scratch with the binaries of
   hack/build-binaries.sh (hack/images/*.Dockerfile), under the names kubelet and kubeadm
   expect;
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import tarfile
@@ -35,6 +38,8 @@ from typing import Any
 from tfjob_localcluster import baseimage
 from tfjob_localcluster.binaries import HACK, cache_root, read_versions, tool_dir
 from tfjob_localcluster.engine import DockerEngine
+from tfjob_localcluster.platforms import host_architecture, platform_args
+from tfjob_operator import published
 
 REPOSITORY = HACK.parent
 IMAGES_DIR = HACK / "images"
@@ -71,9 +76,11 @@ class ImageSpec:
         return tool_dir(self.context)
 
 
-OPERATOR = "tfjob-operator:0.1.0"
-TRAINER = "tfjob-trainer:0.1.0"
-TRAINER_GPU = "tfjob-trainer:0.1.0-gpu"
+#: The registry the project's images are named under (and the chart installs from).
+REGISTRY = os.environ.get("TFJOB_REGISTRY") or published.REGISTRY
+OPERATOR = published.operator_image(REGISTRY)
+TRAINER = published.trainer_image(REGISTRY)
+TRAINER_GPU = published.trainer_image(REGISTRY, gpu=True)
 BUSYBOX = "busybox:1.35.0"
 PAUSE = "registry.k8s.io/pause:3.10.1"
 COREDNS = f"registry.k8s.io/coredns/coredns:{read_versions()['COREDNS_VERSION']}"
@@ -97,7 +104,9 @@ SPECS = (
     ImageSpec(BUSYBOX, IMAGES_DIR / "busybox.Dockerfile", "images"),
     ImageSpec(OPERATOR, REPOSITORY / "operator" / "Dockerfile"),
     ImageSpec(TRAINER, REPOSITORY / "trainer" / "Dockerfile"),
-    ImageSpec(TRAINER_GPU, REPOSITORY / "trainer" / "Dockerfile.gpu"),
+    ImageSpec(
+        TRAINER_GPU, REPOSITORY / "trainer" / "Dockerfile", args=(("TRAINER_EXTRAS", "gpu"),)
+    ),
     _static_binary(KUBE_APISERVER, "kubernetes", "kube-apiserver"),
     _static_binary(KUBE_CONTROLLER_MANAGER, "kubernetes", "kube-controller-manager"),
     _static_binary(KUBE_SCHEDULER, "kubernetes", "kube-scheduler"),
@@ -280,6 +289,8 @@ class ImageStore:
         args = ["build", "--network=host", "-f", str(spec.dockerfile), "-t", spec.reference]
         if spec.uses_base:
             args += ["--build-arg", f"BASE={base.split('@')[0]}"]
+            for name, value in platform_args(host_architecture()).items():
+                args += ["--build-arg", f"{name}={value}"]
         for name, value in spec.args:
             args += ["--build-arg", f"{name}={value}"]
         replaced = image_id(engine, spec.reference)

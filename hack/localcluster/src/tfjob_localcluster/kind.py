@@ -7,6 +7,11 @@ pinned kind, and loads the images built by `make images` with `kind load docker-
 `delete()` deletes the cluster and, if this run made it, the `kind` network, and stops the
 engine if it is the project's own. Installing the operator is left to the caller
 (the Helm chart, as users do).
+
+With `registry` (127.0.0.1:PORT, ociregistry.py) the nodes also pull from that registry,
+set up as kind's guide to a local registry does it: containerd's `config_path` at
+creation, and a hosts.toml for the registry's name in each node; the registry listens on
+the host's loopback, which each node reaches at the same address (loopback.py).
 """
 
 from __future__ import annotations
@@ -17,16 +22,37 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
+
+import tomli_w
+import yaml
 
 from tfjob_localcluster import engine, kindnode, packages
 from tfjob_localcluster.binaries import MissingBinaryError, locate
 from tfjob_localcluster.images import ImageStore, MissingImageError
+from tfjob_localcluster.loopback import LoopbackRelay
+from tfjob_localcluster.node.files import registry_hosts
 
 CREATE_TIMEOUT = 900
 #: The Docker network kind puts its nodes on.
 NETWORK = "kind"
 #: The label kind puts on every container of a cluster.
 CLUSTER_LABEL = "io.x-k8s.kind.cluster"
+#: Where a node's containerd reads each registry's hosts.toml (kind's guide's choice).
+NODE_REGISTRY_HOSTS = "/etc/containerd/certs.d"
+
+
+def cluster_config() -> dict[str, Any]:
+    """kind's cluster configuration: one node, whose containerd reads registries'
+    hosts.toml files from NODE_REGISTRY_HOSTS."""
+    patch = {
+        "plugins": {"io.containerd.grpc.v1.cri": {"registry": {"config_path": NODE_REGISTRY_HOSTS}}}
+    }
+    return {
+        "kind": "Cluster",
+        "apiVersion": "kind.x-k8s.io/v1alpha4",
+        "containerdConfigPatches": [tomli_w.dumps(patch)],
+    }
 
 
 class KindError(RuntimeError):
@@ -50,11 +76,18 @@ def unavailable() -> str | None:
 
 class KindCluster:
     def __init__(
-        self, workdir: Path, name: str | None = None, say: Callable[[str], None] = print
+        self,
+        workdir: Path,
+        name: str | None = None,
+        say: Callable[[str], None] = print,
+        registry: str | None = None,
     ) -> None:
         self.kind = str(locate("kind").kind)
         self.name = name or f"tfjob-{int(time.time())}"
+        self.workdir = workdir
         self.kubeconfig = workdir / "kind.kubeconfig"
+        self.registry = registry
+        self.relays: list[LoopbackRelay] = []
         self.say = say
         self.engine = engine.DockerEngine(say=say)
         self.store = ImageStore(say=say)
@@ -83,17 +116,39 @@ class KindCluster:
             raise KindError(str(error)) from error
         self.network_existed = self._network_exists()
         self.say(f"creating kind cluster {self.name} from {self.node_image}")
+        config = self.workdir / "kind-config.yaml"
+        config.write_text(yaml.safe_dump(cluster_config()))
         self._kind(
             "create", "cluster", "--name", self.name, "--image", self.node_image,
-            "--kubeconfig", str(self.kubeconfig), "--wait", "300s",
+            "--config", str(config), "--kubeconfig", str(self.kubeconfig), "--wait", "300s",
         )  # fmt: skip
+        if self.registry is not None:
+            self._use_registry(self.registry)
         for image in images:
             self.store.load_into(self.engine, image)
             self._kind("load", "docker-image", image, "--name", self.name)
         self.say(f"kind cluster {self.name} ready in {time.monotonic() - started:.0f}s")
 
+    def _use_registry(self, address: str) -> None:
+        """Each node pulls `address` (127.0.0.1:PORT on the host) under that name."""
+        port = int(address.rpartition(":")[2])
+        hosts = tomli_w.dumps(registry_hosts(address)).encode()
+        for node in self.nodes():
+            directory = f"{NODE_REGISTRY_HOSTS}/{address}"
+            write = f"mkdir -p {directory} && cat > {directory}/hosts.toml"
+            self.engine.docker("exec", "-i", node, "sh", "-c", write, input=hosts)
+            pid = self.engine.docker("inspect", "--format", "{{.State.Pid}}", node).strip()
+            self.relays.append(LoopbackRelay(Path(f"/proc/{pid}/ns/net"), port).start())
+        self.say(f"the nodes pull from the registry on {address}")
+
+    def nodes(self) -> list[str]:
+        return self._kind("get", "nodes", "--name", self.name).split()
+
     def delete(self) -> None:
         """Deletes the cluster; leaves no container, network or engine of the run."""
+        for relay in self.relays:
+            relay.stop()
+        self.relays.clear()
         try:
             self.say(f"deleting kind cluster {self.name}")
             # With no --kubeconfig, kind edits $KUBECONFIG or ~/.kube/config (making ~/.kube).

@@ -40,7 +40,7 @@ def node_subnets(node_network: ipaddress.IPv4Network = NODE_NETWORK) -> list[ipa
 
 @dataclass(frozen=True)
 class ClusterNetwork:
-    """The addresses and names of one cluster's network (slot = registry index)."""
+    """The addresses and names of one cluster's network (slot = its index in slots.py)."""
 
     slot: int
     pod_subnet: ipaddress.IPv4Network

@@ -22,6 +22,11 @@ NEEDS: dict[str, tuple[str, str]] = {
     "iptables": ("iptables", "iptables"),
     "docker": ("dockerd", "docker.io"),
     "debootstrap": ("debootstrap", "debootstrap"),
+    # The release's image builder (release/), for every architecture.
+    "buildah": ("buildah", "buildah"),
+    # Programs of another architecture (emulation.py): Debian's emulators and their
+    # binfmt_misc entries, registered only in namespaces of the project's.
+    "qemu": ("/usr/lib/binfmt.d/qemu-aarch64.conf", "qemu-user-static"),
 }
 NODE = ("containerd", "runc", "cni-plugins", "iptables")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -1,5 +1,6 @@
-"""`python -m tfjob_localcluster.private_run [--etc-upper=DIR] COMMAND...`: COMMAND in a
-private /run and /opt, and with --etc-upper an /etc whose changes stay in DIR.
+"""`python -m tfjob_localcluster.private_run [--etc-upper=DIR] [--read-only=PATH]...
+COMMAND...`: COMMAND in a private /run and /opt, with --etc-upper an /etc whose changes
+stay in DIR, and with --read-only PATH unwritable.
 
 Started inside a new mount namespace (`unshare --mount --propagation=private`): covers
 /run and /opt with tmpfs of this namespace only (keeping visible the directory of any
@@ -14,6 +15,10 @@ every mount it makes, stays in the namespace and goes with it:
 With `--etc-upper=DIR`, /etc is an overlay of the host's /etc and DIR: what DIR holds
 appears in /etc, and what the command writes there goes to DIR (Kueue, kueue.py, reads a
 certificate from a fixed path under /etc). DIR's sibling `<DIR>.work` is overlayfs' own.
+
+With `--read-only=PATH`, PATH is a read-only bind of itself: a program that would make
+a directory there and can do without it (buildah's blob cache in /var/lib/containers)
+leaves nothing on the host.
 """
 
 from __future__ import annotations
@@ -23,11 +28,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from tfjob_localcluster.node.mounts import cover, mount
+from tfjob_localcluster.node.mounts import MS_BIND, MS_RDONLY, cover, mount
 from tfjob_localcluster.packages import SYSTEM_PATH
 
 COVERED = ("/run", "/opt")
 ETC_UPPER = "--etc-upper="
+READ_ONLY = "--read-only="
+MS_REMOUNT = 0x20
 
 
 def paths_in(argv: list[str]) -> list[str]:
@@ -41,9 +48,12 @@ def paths_in(argv: list[str]) -> list[str]:
     return found
 
 
-def command(argv: Sequence[str], etc_upper: Path | None = None) -> list[str]:
+def command(
+    argv: Sequence[str], etc_upper: Path | None = None, read_only: Sequence[str] = ()
+) -> list[str]:
     """The command line that runs `argv` through this module in a new mount namespace."""
     options = [] if etc_upper is None else [f"{ETC_UPPER}{etc_upper}"]
+    options += [f"{READ_ONLY}{path}" for path in read_only]
     return [
         "unshare", "--mount", "--propagation=private",
         sys.executable, "-m", "tfjob_localcluster.private_run", *options, *argv,
@@ -56,10 +66,19 @@ def overlay_etc(upper: str) -> None:
     mount("overlay", "/etc", "overlay", 0, f"lowerdir=/etc,upperdir={upper},workdir={work}")
 
 
+def make_read_only(path: str) -> None:
+    mount(path, path, None, MS_BIND)
+    mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+
+
 def main() -> None:
     argv = sys.argv[1:]
-    if argv and argv[0].startswith(ETC_UPPER):
-        overlay_etc(argv.pop(0).removeprefix(ETC_UPPER))
+    while argv and argv[0].startswith((ETC_UPPER, READ_ONLY)):
+        option = argv.pop(0)
+        if option.startswith(ETC_UPPER):
+            overlay_etc(option.removeprefix(ETC_UPPER))
+        else:
+            make_read_only(option.removeprefix(READ_ONLY))
     keep = [os.path.dirname(path) for path in paths_in(argv)]
     for directory in COVERED:
         cover(directory, None, keep)

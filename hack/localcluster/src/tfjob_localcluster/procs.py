@@ -14,9 +14,12 @@ import os
 import signal
 import subprocess
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -222,3 +225,25 @@ class ManagedProcess:
 
     def tail(self, lines: int = 40) -> str:
         return tail(self.log_path, lines)
+
+
+class Started(ABC):
+    """Something that runs between `start()` and `stop()`, also as `with X(...) as x:`."""
+
+    @abstractmethod
+    def start(self) -> object: ...
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()

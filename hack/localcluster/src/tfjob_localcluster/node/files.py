@@ -11,6 +11,8 @@ from typing import Any
 from tfjob_localcluster.node.config import CNI_BIN_DIR, CONTAINERD_SOCKET, KUBELET_DIR, NodeConfig
 
 CRI = "io.containerd.grpc.v1.cri"
+#: Below the node's state dir: containerd's registry configuration (`config_path`).
+REGISTRY_HOSTS_DIR = "certs.d"
 CNI_NETWORK = "tfjob-local"
 BRIDGE = "cni0"
 
@@ -38,8 +40,20 @@ def containerd_config(config: NodeConfig) -> dict[str, Any]:
                     },
                 },
                 "cni": {"bin_dir": CNI_BIN_DIR, "conf_dir": str(config.path("cni"))},
+                # One directory per registry, with its hosts.toml (registry_hosts), read at
+                # every pull: a registry can be added while the node runs.
+                "registry": {"config_path": str(config.path(REGISTRY_HOSTS_DIR))},
             },
         },
+    }
+
+
+def registry_hosts(address: str) -> dict[str, Any]:
+    """containerd's hosts.toml for a registry served over plain HTTP at `address`
+    (host:port), such as the OCI registry on the loopback (ociregistry.py)."""
+    return {
+        "server": f"http://{address}",
+        "host": {f"http://{address}": {"capabilities": ["pull", "resolve"]}},
     }
 
 

@@ -29,7 +29,7 @@ POD_NETWORK = ipaddress.IPv4Network(
 SLOT_PREFIX_LENGTH = 24
 
 
-class RegistryError(RuntimeError):
+class SlotError(RuntimeError):
     pass
 
 
@@ -79,7 +79,7 @@ def candidate_subnets(
     return list(pod_network.subnets(new_prefix=SLOT_PREFIX_LENGTH))
 
 
-class Registry:
+class Slots:
     def __init__(
         self, directory: Path | None = None, pod_network: ipaddress.IPv4Network = POD_NETWORK
     ) -> None:
@@ -93,7 +93,7 @@ class Registry:
             self.directory.mkdir(parents=True, exist_ok=True)
             lock = (self.directory / ".lock").open("a")
         except PermissionError:
-            raise RegistryError(
+            raise SlotError(
                 f"cannot write {self.directory}: the local cluster needs root "
                 "(it creates network namespaces, veth pairs and a bridge)"
             ) from None
@@ -144,7 +144,7 @@ class Registry:
     def claim(self, state_dir: Path, owner_pid: int | None = None) -> Slot:
         owner = ProcessIdentity.of(owner_pid or os.getpid())
         if owner is None:
-            raise RegistryError(f"owner process {owner_pid} does not exist")
+            raise SlotError(f"owner process {owner_pid} does not exist")
         with self._locked():
             self._sweep_locked()
             taken = {slot.index for slot in self._load_all()}
@@ -162,7 +162,7 @@ class Registry:
                     continue
                 self._save(candidate)
                 return candidate
-        raise RegistryError(
+        raise SlotError(
             f"no free pod subnet in {self.pod_network}: {len(taken)} local clusters are running"
         )
 
@@ -179,11 +179,11 @@ class Registry:
         try:
             return Slot.from_json(json.loads(self._path(index).read_text()))
         except FileNotFoundError:
-            raise RegistryError(f"slot {index} was released or reclaimed") from None
+            raise SlotError(f"slot {index} was released or reclaimed") from None
 
     def release(self, slot: Slot) -> None:
         """Kills what is left of the slot's processes, deletes its network, frees it."""
         with self._locked():
-            with contextlib.suppress(RegistryError):
+            with contextlib.suppress(SlotError):
                 slot = self._reload(slot.index)
             self._reclaim(slot)

@@ -1,0 +1,367 @@
+"""The user's path from a release: `make release` to a real OCI registry on the loopback,
+then `helm install oci://...` (and `kubectl apply -f install.yaml`) on a fresh local
+cluster, whose containerd pulls every image of the project from that registry (none is
+imported), and on kind set up as kind's guide to a local registry does; a TFJob trains
+with the pulled trainer image. Then an upgrade from the previous release, built from its
+commit (release/previous.env) by the same release tool, while TFJobs run.
+
+The release here is built for this machine's platform only; the release workflow builds
+linux/amd64 and linux/arm64 (docs/releasing.md says what was built and measured here).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import subprocess
+import sys
+import tarfile
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, config
+from support.backends import backend_params
+from support.tfjobs import PodCreations, TFJobs, condition, shell_replica, tfjob
+
+from tfjob_localcluster.binaries import locate, parse_versions
+from tfjob_localcluster.chart import NAMESPACE, RELEASE, helm, wait_available
+from tfjob_localcluster.cluster import LocalCluster
+from tfjob_localcluster.images import BUSYBOX
+from tfjob_localcluster.kind import KindCluster
+from tfjob_localcluster.ociregistry import OciRegistry
+from tfjob_localcluster.platforms import host_architecture
+from tfjob_localcluster.pytest_plugin import Kubectl, namespace_name
+from tfjob_operator import published
+
+log = logging.getLogger(__name__)
+ROOT = Path(__file__).resolve().parents[2]
+RESULT_PREFIX = "TFJOB_RESULT "
+TRAINING_TIMEOUT = 420
+#: Where the previous release is pushed in the test's registry, beside the current one.
+PREVIOUS_ORGANISATION = "previous"
+
+
+@dataclass(frozen=True)
+class Release:
+    """A release pushed to the test's registry."""
+
+    registry: str
+    version: str
+    out: Path
+    record: dict[str, Any]
+
+    @property
+    def chart(self) -> str:
+        return published.chart_reference(self.registry)
+
+    def image(self, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.record["images"][name]
+        return found
+
+
+def released(out: Path) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads((out / "release.json").read_text())
+    return record
+
+
+@pytest.fixture(scope="module")
+def release(oci_registry: OciRegistry, tmp_path_factory: pytest.TempPathFactory) -> Release:
+    """This checkout released with the README's command, for this machine's platform."""
+    out = tmp_path_factory.mktemp("release")
+    command = [
+        "make", "--no-print-directory", "release", f"REGISTRY={oci_registry.address}",
+        f"PLATFORMS=linux/{host_architecture()}", "IMAGES=operator,trainer", f"DIST={out}",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    log.info("make release:\n%s", done.stdout[-3000:])
+    assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}"
+    record = released(out)
+    return Release(oci_registry.address, record["version"], out, record)
+
+
+@pytest.fixture(scope="module")
+def previous(oci_registry: OciRegistry, tmp_path_factory: pytest.TempPathFactory) -> Release:
+    """The previous release's operator and chart, built from its commit with the release
+    tool of this checkout, under the registry's `previous` organisation."""
+    pinned = parse_versions((ROOT / "release" / "previous.env").read_text())
+    source = tmp_path_factory.mktemp("previous-source")
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", pinned["PREVIOUS_COMMIT"]],
+        capture_output=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    (source / "tree.tar").write_bytes(archive)
+    with tarfile.open(source / "tree.tar") as tree:
+        tree.extractall(source / "tree", filter="data")
+    tree_version = (source / "tree" / "VERSION").read_text().strip()
+    assert tree_version == pinned["PREVIOUS_VERSION"], "release/previous.env names another tree"
+    out = tmp_path_factory.mktemp("previous-release")
+    registry = f"{oci_registry.address}/{PREVIOUS_ORGANISATION}"
+    command = [
+        sys.executable, "-m", "release", "--source", str(source / "tree"), "--registry", registry,
+        "--platforms", f"linux/{host_architecture()}", "--images", "operator", "--out", str(out),
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}"
+    return Release(registry, tree_version, out, released(out))
+
+
+@dataclass
+class Target:
+    """A cluster the release is installed on."""
+
+    name: str
+    kubeconfig: str
+    kubectl: Kubectl
+    api: client.ApiClient
+
+
+@pytest.fixture(scope="module")
+def fresh_cluster(cluster_state_root: Path, oci_registry: OciRegistry) -> Iterator[Target]:
+    """A new local cluster whose node has none of the project's images, and pulls from
+    the session's registry."""
+    cluster = LocalCluster(cluster_state_root / "release-cluster", say=log.info)
+    cluster.start()
+    try:
+        cluster.use_registry(oci_registry.address)
+        # The shell jobs' image, which is not the project's: no registry here serves it.
+        cluster.load_images([BUSYBOX])
+        assert cluster.runtime is not None
+        names = cluster.runtime.images()
+        assert not [n for n in names if published.OPERATOR in n or published.TRAINER in n]
+        api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+        yield Target(
+            "local", str(cluster.kubeconfig), Kubectl(cluster.kubectl, cluster.kubeconfig), api
+        )
+        api.close()
+    finally:
+        cluster.stop()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`target`: a fresh local cluster, and the session's kind cluster (`--backends`)."""
+    if "target" in metafunc.fixturenames:
+        metafunc.parametrize("target", backend_params(metafunc.config), indirect=True)
+
+
+@pytest.fixture
+def target(request: pytest.FixtureRequest) -> Iterator[Target]:
+    if request.param == "local":
+        yield request.getfixturevalue("fresh_cluster")
+        return
+    cluster: KindCluster = request.getfixturevalue("kind_cluster")
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    kubectl = Kubectl(locate("kubectl").kubectl, cluster.kubeconfig)
+    yield Target("kind", str(cluster.kubeconfig), kubectl, api)
+    api.close()
+
+
+def install(target: Target, chart: str, version: str, *extra: str) -> None:
+    """`helm install` (or upgrade) of the chart from the registry, as the README says."""
+    target.kubectl(
+        "apply", "--server-side", "--force-conflicts", "-f", "-",
+        input=helm(None, "show", "crds", chart, "--version", version, "--plain-http"),
+    )  # fmt: skip
+    helm(
+        target.kubeconfig, "upgrade", "--install", RELEASE, chart, "--version", version,
+        "--namespace", NAMESPACE, "--create-namespace", "--plain-http", *extra,
+    )  # fmt: skip
+    wait_available(target.api, NAMESPACE, timeout=300)
+
+
+def uninstall(target: Target) -> None:
+    helm(target.kubeconfig, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
+
+
+def operator_images(target: Target) -> list[str]:
+    """What `kubectl get pods -n tfjob-system -o jsonpath='{..image}'` prints."""
+    printed = target.kubectl("get", "pods", "-n", NAMESPACE, "-o", "jsonpath={..image}").stdout
+    return printed.split()
+
+
+def trainer_job(name: str, image: str, epochs: int | None = None) -> dict[str, Any]:
+    """examples/mnist-mwms.yaml under `name`, its trainer image `image`."""
+    job: dict[str, Any] = copy.deepcopy(
+        yaml.safe_load((ROOT / "examples/mnist-mwms.yaml").read_text())
+    )
+    job["metadata"]["name"] = name
+    for spec in job["spec"]["tfReplicaSpecs"].values():
+        container = spec["template"]["spec"]["containers"][0]
+        container["image"] = image
+        if epochs is not None:
+            container["args"] += ["--epochs", str(epochs)]
+    return job
+
+
+def job_namespace(target: Target, name: str) -> TFJobs:
+    """A new namespace of `target` whose default ServiceAccount exists, with TFJob helpers."""
+    core = client.CoreV1Api(target.api)
+    core.create_namespace({"metadata": {"name": name}})
+    jobs = TFJobs(target.api, name)
+    jobs.poll(
+        name,
+        lambda: core.list_namespaced_service_account(name).items,
+        bool,
+        "the namespace's default ServiceAccount",
+        30,
+    )
+    return jobs
+
+
+@pytest.fixture
+def jobs(target: Target, request: pytest.FixtureRequest) -> Iterator[TFJobs]:
+    tfjobs = job_namespace(target, namespace_name(request.node.name))
+    yield tfjobs
+    tfjobs.core.delete_namespace(tfjobs.namespace, propagation_policy="Background")
+
+
+def pulled_digest(pod: client.V1Pod) -> str:
+    """The digest of the image the kubelet ran the pod's tensorflow container from."""
+    (status,) = [s for s in pod.status.container_statuses if s.name == "tensorflow"]
+    return str(status.image_id).rsplit("@", 1)[1]
+
+
+def registry_index(address: str, repository: str, tag: str) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"http://{address}/v2/{repository}/manifests/{tag}",
+        headers={"Accept": "application/vnd.oci.image.index.v1+json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        index: dict[str, Any] = json.load(reply)
+        index["digest"] = reply.headers["Docker-Content-Digest"]
+    return index
+
+
+@pytest.mark.e2e
+def test_the_release_pushes_its_images_by_digest_and_its_chart(release: Release) -> None:
+    for name, repository, tag in (
+        ("operator", published.OPERATOR, release.version),
+        ("trainer", published.TRAINER, release.version),
+    ):
+        index = registry_index(release.registry, repository, tag)
+        assert index["digest"] == release.image(name)["digest"]
+        assert [m["platform"]["architecture"] for m in index["manifests"]] == [host_architecture()]
+        (platform,) = release.image(name)["platforms"]
+        assert platform["check"]  # the image ran on its platform before it was pushed
+    chart = yaml.safe_load(
+        helm(None, "show", "chart", release.chart, "--version", release.version, "--plain-http")
+    )
+    assert (chart["version"], chart["appVersion"]) == (release.version, release.version)
+    values = yaml.safe_load(
+        helm(None, "show", "values", release.chart, "--version", release.version, "--plain-http")
+    )
+    assert values["image"]["registry"] == release.registry
+    assert values["image"]["digest"] == release.image("operator")["digest"]
+    assert release.record["chart"]["digest"].startswith("sha256:")
+    install_yaml = list(yaml.safe_load_all((release.out / "install.yaml").read_text()))
+    assert [o["kind"] for o in install_yaml[:2]] == ["Namespace", "CustomResourceDefinition"]
+    crds = list(yaml.safe_load_all((release.out / "crds.yaml").read_text()))
+    assert [c["metadata"]["name"] for c in crds] == ["tfjobs.tfjob.dev"]
+    assert (release.out / "release-notes.md").read_text().strip()
+
+
+def test_helm_install_from_the_registry_trains_with_pulled_images(
+    release: Release, target: Target, jobs: TFJobs
+) -> None:
+    install(target, release.chart, release.version)
+    try:
+        operator = release.image("operator")
+        assert f"{operator['reference']}@{operator['digest']}" in operator_images(target)
+        trainer = release.image("trainer")
+        jobs.create(trainer_job("mnist", trainer["reference"]))
+        job = jobs.wait_state("mnist", "Succeeded", TRAINING_TIMEOUT)
+        assert job["status"]["restartCount"] == 0
+        pods = jobs.pods("mnist")
+        # Pulled from the registry: the node ran exactly the pushed image.
+        platform_digests = {
+            m["digest"]
+            for m in registry_index(release.registry, published.TRAINER, release.version)[
+                "manifests"
+            ]
+        }
+        assert {pulled_digest(p) for p in pods} <= platform_digests | {trainer["digest"]}
+        log_text = jobs.core.read_namespaced_pod_log(
+            "mnist-worker-0", jobs.namespace, container="tensorflow"
+        )
+        (line,) = [x for x in log_text.splitlines() if x.startswith(RESULT_PREFIX)]
+        result = json.loads(line.removeprefix(RESULT_PREFIX))
+        assert result["accuracy"] >= result["accuracy_threshold"]
+    finally:
+        uninstall(target)
+
+
+@pytest.mark.e2e
+def test_kubectl_apply_of_install_yaml_runs_the_pinned_operator(
+    release: Release, fresh_cluster: Target
+) -> None:
+    manifest = str(release.out / "install.yaml")
+    fresh_cluster.kubectl("apply", "--server-side", "-f", manifest)
+    try:
+        wait_available(fresh_cluster.api, NAMESPACE, timeout=300)
+        operator = release.image("operator")
+        assert operator_images(fresh_cluster)[0] == f"{operator['reference']}@{operator['digest']}"
+    finally:
+        fresh_cluster.kubectl("delete", "-f", manifest, "--wait=true", "--timeout=120s")
+
+
+@pytest.mark.e2e
+def test_upgrade_from_the_previous_release_keeps_running_jobs(
+    release: Release, previous: Release, fresh_cluster: Target
+) -> None:
+    """The previous operator runs a training job and a short one; the upgrade (CRDs, then
+    `helm upgrade`) replaces the operator while they run: neither is restarted, no pod is
+    created twice, the status the old operator wrote is kept, and both succeed."""
+    target = fresh_cluster
+    jobs = job_namespace(target, namespace_name("upgrade"))
+    namespace = jobs.namespace
+    install(target, previous.chart, previous.version)
+    assert (
+        f"{previous.image('operator')['reference']}@{previous.image('operator')['digest']}"
+        in operator_images(target)
+    )
+    with PodCreations(target.api, namespace, "train") as creations:
+        jobs.create(trainer_job("train", release.image("trainer")["reference"], epochs=30))
+        jobs.create(tfjob("short", {"Worker": shell_replica("sleep 45")}))
+        jobs.wait_for(
+            "train",
+            lambda j: (condition(j, "Running") or {}).get("status") == "True",
+            "Running",
+            300,
+        )
+        jobs.wait_for(
+            "short",
+            lambda j: (condition(j, "Running") or {}).get("status") == "True",
+            "Running",
+            120,
+        )
+        before = {name: jobs.get(name) for name in ("train", "short")}
+        pods_before = {p.metadata.name: p.metadata.uid for p in jobs.pods("train")}
+
+        install(target, release.chart, release.version)
+        operator = release.image("operator")
+        assert operator_images(target) == [f"{operator['reference']}@{operator['digest']}"]
+
+        for name in ("train", "short"):
+            job = jobs.wait_state(name, "Succeeded", TRAINING_TIMEOUT)
+            assert job["status"]["restartCount"] == 0, jobs.describe(name)
+            # What the previous operator wrote is kept: the same Created condition.
+            assert condition(job, "Created") == condition(before[name], "Created")
+            assert job["status"]["startTime"] == before[name]["status"]["startTime"]
+        finished = {p.metadata.name: p.metadata.uid for p in jobs.pods("train")}
+        assert {n: u for n, u in finished.items() if n in pods_before} == pods_before
+    assert creations.duplicates() == []
+    assert len(creations.added) == 2  # the two workers, once each
+    succeeded = [e for e in jobs.events("train") if e.reason == "TFJobSucceeded"]
+    assert len(succeeded) == 1
+    # The new operator runs a job of its own.
+    jobs.create(tfjob("after", {"Worker": shell_replica("true")}))
+    jobs.wait_state("after", "Succeeded", 120)
+    uninstall(target)
+    jobs.core.delete_namespace(namespace, propagation_policy="Background")

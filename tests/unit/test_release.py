@@ -1,0 +1,161 @@
+"""The release's pure parts: its plan, its notes, the chart's pinned values, the bases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from release.bases import config_flags, official_base
+from release.changelog import ChangelogError, notes
+from release.chart import ChartError, pin_image
+from release.plan import PlanError, make_plan
+from tfjob_localcluster.baseimage import IMPORT_CHANGES
+from tfjob_localcluster.platforms import platform_args
+
+pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parents[2]
+DIGEST = "sha256:" + "ab" * 32
+
+
+def plan_of(**changes: str) -> object:
+    arguments = {
+        "version": "",
+        "repository_version": "1.2.3",
+        "registry": "ghcr.io/tfjob-operator",
+        "platforms": "linux/amd64,linux/arm64",
+        "wanted": "operator,trainer",
+    }
+    return make_plan(**{**arguments, **changes}, out=Path("dist"))
+
+
+def test_plan_names_images_and_chart_under_the_registry() -> None:
+    plan = make_plan(
+        version="v1.2.3",
+        repository_version="1.2.3",
+        registry="oci://127.0.0.1:5000/",
+        platforms="linux/amd64",
+        wanted="operator,trainer-gpu",
+        out=Path("dist"),
+    )
+    assert plan.version == "1.2.3"
+    assert [i.reference(plan.registry) for i in plan.images] == [
+        "127.0.0.1:5000/tfjob-operator:1.2.3",
+        "127.0.0.1:5000/tfjob-trainer:1.2.3-gpu",
+    ]
+    assert plan.images[1].args == (("TRAINER_EXTRAS", "gpu"),)
+    assert plan.chart == "oci://127.0.0.1:5000/charts"
+    assert plan.chart_reference == "oci://127.0.0.1:5000/charts/tfjob-operator"
+    assert plan.plain_http
+    assert plan.architectures == ("amd64",)
+
+
+@pytest.mark.parametrize(
+    ("registry", "plain"),
+    [
+        ("ghcr.io/tfjob-operator", False),
+        ("localhost:5001", True),
+        ("127.0.0.1:5000/team", True),
+        ("registry.example.com:443/a/b", False),
+    ],
+)
+def test_only_a_loopback_registry_is_spoken_to_over_plain_http(registry: str, plain: bool) -> None:
+    assert plan_of(registry=registry).plain_http is plain
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ({"version": "1.2.4"}, "VERSION=1.2.4 but the repository is at 1.2.3"),
+        ({"repository_version": "1.2", "version": ""}, "not a semantic version"),
+        ({"registry": "https://ghcr.io"}, "is not a registry"),
+        ({"registry": "Ghcr.io/UPPER"}, "is not a registry"),
+        ({"platforms": "linux/s390x"}, "PLATFORMS: choose among"),
+        ({"platforms": ""}, "PLATFORMS: choose among"),
+        ({"wanted": "operator,evaluator"}, "IMAGES: choose among"),
+    ],
+)
+def test_a_release_that_cannot_be_made_is_refused_before_anything_is_built(
+    changes: dict[str, str], says: str
+) -> None:
+    with pytest.raises(PlanError, match=says):
+        plan_of(**changes)
+
+
+CHANGELOG = """# Changelog
+
+## [Unreleased]
+
+- Something new.
+
+## [1.2.3] - 2026-11-20
+
+### Fixed
+
+- A bug.
+
+## [1.2.2]
+
+[Unreleased]: https://example.com/compare/v1.2.3...HEAD
+[1.2.3]: https://example.com/releases/tag/v1.2.3
+"""
+
+
+def test_release_notes_are_the_versions_section_without_link_definitions() -> None:
+    assert notes(CHANGELOG, "1.2.3") == "### Fixed\n\n- A bug.\n"
+
+
+@pytest.mark.parametrize(
+    ("version", "says"),
+    [("9.9.9", "has no section"), ("1.2.2", "needs a date and notes")],
+)
+def test_a_release_without_dated_notes_is_refused(version: str, says: str) -> None:
+    with pytest.raises(ChangelogError, match=says):
+        notes(CHANGELOG, version)
+
+
+def test_the_projects_changelog_has_notes_for_its_first_release() -> None:
+    assert "### Added" in notes((ROOT / "CHANGELOG.md").read_text(), "0.1.0")
+
+
+def test_pinning_sets_the_image_registry_and_digest_and_keeps_the_comments() -> None:
+    values = (ROOT / "charts/tfjob-operator/values.yaml").read_text()
+    pinned = pin_image(values, "127.0.0.1:5000", DIGEST)
+    assert yaml.safe_load(pinned)["image"] == {
+        **yaml.safe_load(values)["image"],
+        "registry": "127.0.0.1:5000",
+        "digest": DIGEST,
+    }
+    assert [line for line in pinned.splitlines() if line.lstrip().startswith("#")] == [
+        line for line in values.splitlines() if line.lstrip().startswith("#")
+    ]
+
+
+def test_pinning_refuses_values_it_cannot_pin_exactly() -> None:
+    with pytest.raises(ChartError, match="no top-level `image:` block"):
+        pin_image("images:\n  registry: x\n", "r", DIGEST)
+    with pytest.raises(ChartError, match="must set digest on one line"):
+        pin_image("image:\n  registry: x\n  repository: y\n", "r", DIGEST)
+
+
+def test_the_official_base_is_named_in_full_for_buildah() -> None:
+    assert official_base(ROOT / "trainer/Dockerfile") == (
+        "docker.io/library/python:3.11.14-slim-bookworm"
+    )
+
+
+def test_the_made_here_base_gets_the_same_configuration_through_buildah() -> None:
+    assert config_flags(IMPORT_CHANGES) == [
+        "--env=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "--env=LANG=C.UTF-8",
+        "--env=SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
+        '--cmd=["python3"]',
+    ]
+
+
+def test_an_image_for_another_architecture_is_built_from_this_machines_platform() -> None:
+    args = platform_args("arm64")
+    assert args["TARGETPLATFORM"] == "linux/arm64"
+    assert args["TARGETARCH"] == "arm64"
+    assert args["BUILDPLATFORM"] in ("linux/amd64", "linux/arm64")
