@@ -1,13 +1,16 @@
 #!/bin/sh
-# Makes an image's /opt/venv in a Dockerfile's build stage: the locked dependencies of
-# PACKAGE (uv.lock, with its hashes) as wheels for the target architecture, then PACKAGE
-# itself from DIR. The stage runs on the build machine's platform, so an image for
-# another architecture gets that architecture's wheels without running any of them.
-#   hack/image-venv.sh PACKAGE DIR [TARGETARCH] [EXTRA]
-# TARGETARCH (amd64, arm64) defaults to the build machine's; EXTRA is an optional
-# dependency group of PACKAGE (the trainer's gpu).
+# Installs a package's Python environment in a Dockerfile's build stage, in two steps so
+# that the big one is a layer of its own, rebuilt only when the lock changes:
+#   hack/image-venv.sh dependencies PACKAGE [TARGETARCH] [EXTRA]
+#       /opt/venv: PACKAGE's locked dependencies (uv.lock, with their hashes); EXTRA is an
+#       optional dependency group of PACKAGE (the trainer's gpu)
+#   hack/image-venv.sh package DIR [TARGETARCH]
+#       /opt/app: the package in DIR itself, with its commands in /opt/app/bin
+# The stage runs on the build machine's platform: for another architecture (TARGETARCH
+# amd64 or arm64, default the build machine's), that architecture's wheels are installed,
+# and none of them is run.
 set -eu
-package=$1 dir=$2 arch=${3:-} extra=${4:-}
+step=$1 what=$2 arch=${3:-} extra=${4:-}
 [ -n "$arch" ] || arch=$(uname -m)
 case "$arch" in
   amd64 | x86_64) platform=x86_64-manylinux_2_28 ;;
@@ -15,12 +18,19 @@ case "$arch" in
   *) echo "image-venv.sh: no wheels are locked for architecture $arch" >&2; exit 1 ;;
 esac
 uv=/opt/uv/bin/uv
-if [ -n "$extra" ]; then set -- --extra "$extra"; else set --; fi
-"$uv" export --frozen --no-dev --no-emit-workspace --package "$package" "$@" \
-  --output-file /tmp/requirements.txt --quiet
-"$uv" venv --quiet /opt/venv
-"$uv" pip install --quiet --python /opt/venv/bin/python --python-platform "$platform" \
-  --require-hashes --no-deps --requirements /tmp/requirements.txt
-"$uv" pip install --quiet --python /opt/venv/bin/python --python-platform "$platform" \
-  --no-deps "./$dir"
-rm /tmp/requirements.txt
+case "$step" in
+  dependencies)
+    if [ -n "$extra" ]; then set -- --extra "$extra"; else set --; fi
+    "$uv" export --frozen --no-dev --no-emit-workspace --package "$what" "$@" \
+      --output-file /tmp/requirements.txt --quiet
+    "$uv" venv --quiet /opt/venv
+    "$uv" pip install --quiet --python /opt/venv/bin/python --python-platform "$platform" \
+      --require-hashes --no-deps --requirements /tmp/requirements.txt
+    rm /tmp/requirements.txt
+    ;;
+  package)
+    "$uv" pip install --quiet --python /opt/venv/bin/python --python-platform "$platform" \
+      --no-deps --target /opt/app "./$what"
+    ;;
+  *) echo "image-venv.sh: the step is dependencies or package, not $step" >&2; exit 2 ;;
+esac

@@ -29,7 +29,11 @@ VERSION_MENTIONS = (
 
 
 def documents() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "examples").rglob("*.md")),
+    ]
 
 
 def mentioned_versions(text: str) -> set[str]:

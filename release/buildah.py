@@ -14,11 +14,13 @@ emulated), and pushes an index of several platforms' images with its digest. Her
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from tfjob_localcluster import packages, private_run
 from tfjob_localcluster.binaries import cache_root
@@ -68,6 +70,11 @@ class Buildah:
             output = (done.stdout + done.stderr)[-4000:]
             raise BuildahError(f"buildah {' '.join(args[:2])} ... failed:\n{output}")
         return done.stdout
+
+    def inspect(self, reference: str) -> dict[str, Any]:
+        """An image's description (buildah's JSON: `OCIv1` is its OCI configuration)."""
+        described: dict[str, Any] = json.loads(self("inspect", "--type", "image", reference))
+        return described
 
     def exists(self, reference: str) -> bool:
         done = subprocess.run(

@@ -23,12 +23,13 @@ from tfjob_localcluster.platforms import host_architecture, platform_args
 from tfjob_operator import published
 
 CHECK_TIMEOUT = 600
-#: What each image runs to show it works, and what its output must contain.
+#: What each image runs, in the image's own environment, to show it works, and what its
+#: output must contain.
 CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
-    "tfjob-operator": (("/opt/venv/bin/tfjob-operator", "version"), "tfjob-operator {version}"),
+    "tfjob-operator": (("tfjob-operator", "version"), "tfjob-operator {version}"),
     "tfjob-trainer": (
         (
-            "/opt/venv/bin/python",
+            "python",
             "-c",
             "import platform, tensorflow as tf; print('tensorflow', tf.__version__, "
             "platform.machine())",
@@ -115,7 +116,8 @@ class ImageBuilder:
         what the check printed; raises BuildahError if it fails."""
         command, expected = CHECKS[image.repository]
         expected = expected.format(version=self.plan.version)
-        run = ["chroot", "$root", *command]
+        environment = self.buildah.inspect(local)["OCIv1"]["config"].get("Env") or []
+        run = ["chroot", "$root", "/usr/bin/env", "-i", *environment, *command]
         if architecture != host_architecture():
             packages.ensure(["qemu"], say=self.say)
             run = emulation.command(run, architecture)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import re
 import subprocess
 import sys
 import tarfile
@@ -180,10 +181,23 @@ def uninstall(target: Target) -> None:
     helm(target.kubeconfig, "uninstall", RELEASE, "--namespace", NAMESPACE, "--wait")
 
 
-def operator_images(target: Target) -> list[str]:
-    """What `kubectl get pods -n tfjob-system -o jsonpath='{..image}'` prints."""
+def assert_runs_pinned(target: Target, pinned: str) -> None:
+    """The operator's pods run `pinned` (registry/repository:tag@digest), pulled from the
+    registry: `kubectl get pods -n tfjob-system -o jsonpath='{..image}'` shows it (and,
+    from the pods' status, the image's ID, never a local name), `{..imageID}` the
+    registry's name with the digest."""
+    pods = client.CoreV1Api(target.api).list_namespaced_pod(NAMESPACE).items
+    running = [p for p in pods if p.metadata.deletion_timestamp is None]
+    assert running
+    assert {p.spec.containers[0].image for p in running} == {pinned}
     printed = target.kubectl("get", "pods", "-n", NAMESPACE, "-o", "jsonpath={..image}").stdout
-    return printed.split()
+    log.info("kubectl get pods -n %s -o jsonpath='{..image}': %s", NAMESPACE, printed)
+    for image in printed.split():
+        assert image == pinned or re.fullmatch(r"sha256:[0-9a-f]{64}", image), printed
+    repository = pinned.split("@")[0].rsplit(":", 1)[0]
+    for pod in running:
+        (status,) = pod.status.container_statuses
+        assert status.image_id.startswith(f"{repository}@sha256:"), status.image_id
 
 
 def trainer_job(name: str, image: str, epochs: int | None = None) -> dict[str, Any]:
@@ -273,7 +287,7 @@ def test_helm_install_from_the_registry_trains_with_pulled_images(
     install(target, release.chart, release.version)
     try:
         operator = release.image("operator")
-        assert f"{operator['reference']}@{operator['digest']}" in operator_images(target)
+        assert_runs_pinned(target, f"{operator['reference']}@{operator['digest']}")
         trainer = release.image("trainer")
         jobs.create(trainer_job("mnist", trainer["reference"]))
         job = jobs.wait_state("mnist", "Succeeded", TRAINING_TIMEOUT)
@@ -306,7 +320,7 @@ def test_kubectl_apply_of_install_yaml_runs_the_pinned_operator(
     try:
         wait_available(fresh_cluster.api, NAMESPACE, timeout=300)
         operator = release.image("operator")
-        assert operator_images(fresh_cluster)[0] == f"{operator['reference']}@{operator['digest']}"
+        assert_runs_pinned(fresh_cluster, f"{operator['reference']}@{operator['digest']}")
     finally:
         fresh_cluster.kubectl("delete", "-f", manifest, "--wait=true", "--timeout=120s")
 
@@ -322,10 +336,8 @@ def test_upgrade_from_the_previous_release_keeps_running_jobs(
     jobs = job_namespace(target, namespace_name("upgrade"))
     namespace = jobs.namespace
     install(target, previous.chart, previous.version)
-    assert (
-        f"{previous.image('operator')['reference']}@{previous.image('operator')['digest']}"
-        in operator_images(target)
-    )
+    old = previous.image("operator")
+    assert_runs_pinned(target, f"{old['reference']}@{old['digest']}")
     with PodCreations(target.api, namespace, "train") as creations:
         jobs.create(trainer_job("train", release.image("trainer")["reference"], epochs=30))
         jobs.create(tfjob("short", {"Worker": shell_replica("sleep 45")}))
@@ -346,7 +358,7 @@ def test_upgrade_from_the_previous_release_keeps_running_jobs(
 
         install(target, release.chart, release.version)
         operator = release.image("operator")
-        assert operator_images(target) == [f"{operator['reference']}@{operator['digest']}"]
+        assert_runs_pinned(target, f"{operator['reference']}@{operator['digest']}")
 
         for name in ("train", "short"):
             job = jobs.wait_state(name, "Succeeded", TRAINING_TIMEOUT)

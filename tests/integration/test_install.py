@@ -144,7 +144,7 @@ def test_installed_operator_runs_a_tfjob_under_the_chart_identity(
     # The image's files, read-only, as the uid the chart sets.
     probe = kubectl(
         "exec", "-n", release_namespace, pod["metadata"]["name"], "--",
-        "sh", "-c", "id -u; touch /opt/venv/x 2>&1; test -x /opt/venv/bin/tfjob-operator",
+        "sh", "-c", "id -u; touch /opt/app/x 2>&1; test -x /opt/app/bin/tfjob-operator",
         check=False,
     )  # fmt: skip
     assert probe.returncode == 0, probe.stderr

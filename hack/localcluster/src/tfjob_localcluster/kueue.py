@@ -150,8 +150,13 @@ class Kueue(ProcessBeside):
         module = gomodule.module_dir(MODULE, self.version)
         url = f"https://127.0.0.1:{self.webhook_port}"
         ca_bundle = self.ca.pair.cert.read_bytes()
-        for crd in crds(module / CRDS, url, ca_bundle):
+        definitions = crds(module / CRDS, url, ca_bundle)
+        for crd in definitions:
             self._apply(crd)
+        # Kueue sets up its indexes at start and exits if a kind is not served yet, which
+        # on a loaded API server can be seconds after the apply.
+        names = [f"crd/{crd['metadata']['name']}" for crd in definitions]
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
         self._apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         cert_dir = self.state_dir / "certs"
         cert_dir.mkdir(parents=True, exist_ok=True)
