@@ -17,6 +17,7 @@ from tfjob_localcluster import (
     addons,
     capabilities,
     cgroups,
+    hoststate,
     images,
     kueue,
     network,
@@ -303,3 +304,20 @@ def test_children_named_finds_a_child_by_its_command_name_until_it_exits() -> No
         child.kill()
         child.wait()
     assert procs.children_named(os.getpid(), "sleep") == []
+
+
+def test_a_kind_runs_host_comparison_leaves_out_what_local_clusters_hold() -> None:
+    state = hoststate.HostState(
+        links=("eth0", "tfj1-n0", "br-kind"),
+        routes=("default", "10.212.1.0/24", "10.213.1.0/24", "172.18.0.0/16"),
+        mounts=("/",),
+        cgroups=("/sys/fs/cgroup/cpu/tfjob-localcluster-1",),
+        entries=("/run/lock",),
+        firewall=(),
+        sysctls=(),
+    )
+    left = hoststate.without_local_clusters(state)
+    assert left.links == ("eth0", "br-kind")
+    assert left.routes == ("default", "172.18.0.0/16")
+    assert left.cgroups == ()
+    assert (left.mounts, left.entries) == (state.mounts, state.entries)

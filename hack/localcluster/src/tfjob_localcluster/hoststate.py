@@ -9,13 +9,14 @@ tests take a snapshot before a cluster starts and compare it with one after it s
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import shutil
 import subprocess
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from tfjob_localcluster import cgroups
+from tfjob_localcluster import cgroups, network, slots
 from tfjob_localcluster.node.tunables import KUBELET_TUNABLES
 
 # Where kubelet, containerd, CNI plugins and dockerd write by default.
@@ -69,6 +70,31 @@ def snapshot() -> HostState:
             f"{name}={_read(f'/proc/sys/{name}')[0] if Path('/proc/sys', name).exists() else '-'}"
             for name in SYSCTLS
         ),
+    )
+
+
+def without_local_clusters(state: HostState) -> HostState:
+    """`state` without what running local clusters hold (their links, routes and cgroups,
+    named by their slots): to compare the host before and after something else (a kind
+    cluster) while local clusters come and go beside it."""
+    prefixes = tuple(str(net) for net in (network.NODE_NETWORK, slots.POD_NETWORK))
+    return replace(
+        state,
+        links=tuple(link for link in state.links if not link.startswith(network.LINK_PREFIX)),
+        routes=tuple(r for r in state.routes if not _within(r, prefixes)),
+        cgroups=(),
+    )
+
+
+def _within(route: str, networks: tuple[str, ...]) -> bool:
+    try:
+        destination = ipaddress.ip_network(route, strict=False)
+    except ValueError:
+        return False
+    return any(
+        isinstance(destination, ipaddress.IPv4Network)
+        and destination.subnet_of(ipaddress.IPv4Network(net))
+        for net in networks
     )
 
 

@@ -21,6 +21,8 @@ NODE_NETWORK = ipaddress.IPv4Network(
     os.environ.get("TFJOB_LOCALCLUSTER_NODE_NETWORK", "10.212.0.0/16")
 )
 SLOT_PREFIX_LENGTH = 24
+#: Every cluster's links are named `tfj<slot>-...`.
+LINK_PREFIX = "tfj"
 
 
 class NetworkError(RuntimeError):
@@ -48,7 +50,7 @@ class ClusterNetwork:
 
     @property
     def prefix(self) -> str:
-        return f"tfj{self.slot}-"
+        return f"{LINK_PREFIX}{self.slot}-"
 
     @property
     def host_link(self) -> str:
