@@ -23,14 +23,32 @@ FINAL_STAGES = frozenset({"ResponseComplete", "Panic"})
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 
 
-def policy(users: Sequence[str]) -> dict[str, Any]:
-    """An audit.k8s.io/v1 Policy: Metadata level for `users`, nothing for anyone else."""
+def policy(users: Sequence[str] = (), groups: Sequence[str] = ()) -> dict[str, Any]:
+    """An audit.k8s.io/v1 Policy: Metadata level for `users` and the members of `groups`,
+    nothing for anyone else."""
+    rules: list[dict[str, Any]] = []
+    if users:
+        rules.append({"level": "Metadata", "users": list(users)})
+    if groups:
+        rules.append({"level": "Metadata", "userGroups": list(groups)})
     return {
         "apiVersion": "audit.k8s.io/v1",
         "kind": "Policy",
         "omitStages": ["RequestReceived"],
-        "rules": [{"level": "Metadata", "users": list(users)}, {"level": "None"}],
+        "rules": [*rules, {"level": "None"}],
     }
+
+
+def apiserver_args(policy_file: Path, log: Path) -> list[str]:
+    """kube-apiserver's flags for a JSON audit log of `policy_file`'s requests, written
+    before each request is answered (blocking) and never rotated."""
+    return [
+        f"--audit-policy-file={policy_file}",
+        f"--audit-log-path={log}",
+        "--audit-log-format=json",
+        "--audit-log-maxsize=0",
+        "--audit-log-mode=blocking",
+    ]
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--operator-ready-url",
         help="URL that answers 200 once the operator is up (default for this repository's "
-        "operator: its /healthz; none for another)",
+        "operator: its /readyz; none for another)",
     )
     p.add_argument(
         "--operator-metrics-url",
@@ -95,6 +95,13 @@ def parser() -> argparse.ArgumentParser:
         help="cluster state (default: a new dir in the cache, $TFJOB_CACHE/bench/)",
     )
     p.add_argument("--keep-state", action="store_true", help="keep the clusters' state dirs")
+    p.add_argument(
+        "--no-standby",
+        dest="standby",
+        action="store_false",
+        help="run this repository's operator alone, without leader election (default: a "
+        "leader and a standby, as the chart runs them; another operator always runs alone)",
+    )
     return p
 
 
@@ -151,6 +158,7 @@ def settings_from(args: argparse.Namespace, work_dir: Path) -> Settings:
         driver_concurrency=args.driver_concurrency,
         timeout=args.timeout,
         work_dir=work_dir,
+        standby=args.standby and not custom,
     )
 
 

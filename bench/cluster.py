@@ -27,10 +27,12 @@ from tfjob_localcluster.rest import Rest, RestError
 
 NAMESPACE = "tfjob-bench"
 OPERATOR_USER = "tfjob-bench:operator"
+#: The operator's standby (leader election), when the operator phase runs one.
+STANDBY_USER = "tfjob-bench:standby"
 DRIVER_USER = "tfjob-bench:driver"
 FLOOR_USER = "tfjob-bench:floor"
 KWOK_USER = "tfjob-bench:kwok"
-AUDITED_USERS = (OPERATOR_USER, DRIVER_USER, FLOOR_USER)
+AUDITED_USERS = (OPERATOR_USER, STANDBY_USER, DRIVER_USER, FLOOR_USER)
 
 
 class BenchClusterError(RuntimeError):
@@ -44,15 +46,7 @@ def audited_control_plane(state_dir: Path, **kwargs: Any) -> ControlPlane:
     policy.write_text(yaml.safe_dump(audit.policy(AUDITED_USERS)))
     return ControlPlane(
         state_dir,
-        extra_args={
-            "kube-apiserver": [
-                f"--audit-policy-file={policy}",
-                f"--audit-log-path={audit_log_path(state_dir)}",
-                "--audit-log-format=json",
-                "--audit-log-maxsize=0",
-                "--audit-log-mode=blocking",
-            ]
-        },
+        extra_args={"kube-apiserver": audit.apiserver_args(policy, audit_log_path(state_dir))},
         **kwargs,
     )
 
@@ -182,7 +176,7 @@ class BenchCluster(Started):
         try:
             self.plane.start(timeout)
             rest = self.plane.rest()
-            for user in (OPERATOR_USER, DRIVER_USER, FLOOR_USER):
+            for user in AUDITED_USERS:
                 self.kubeconfigs[user] = self.plane.client_kubeconfig(_file_name(user), user)
                 rest.create_or_replace(
                     "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", admin_binding(user)

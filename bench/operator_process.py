@@ -29,7 +29,7 @@ DEFAULT_COMMAND = (
     "{python} -m tfjob_operator.cli run --kubeconfig {kubeconfig} "
     "--health-port {health_port} --metrics-port {metrics_port}"
 )
-DEFAULT_READY_URL = "http://127.0.0.1:{health_port}/healthz"
+DEFAULT_READY_URL = "http://127.0.0.1:{health_port}/readyz"
 DEFAULT_METRICS_URL = "http://127.0.0.1:{metrics_port}/metrics"
 WATCHED = ("tfjobs", "pods", "services")
 PLACEHOLDERS = frozenset({"kubeconfig", "health_port", "metrics_port", "python"})

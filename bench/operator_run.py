@@ -1,6 +1,9 @@
 """The operator phase: N TFJobs through the operator under test, on a fresh cluster.
 
-1. Start the operator (its own user) and wait until it watches TFJobs, pods and services.
+1. Start the operator (its own user) and wait until it watches TFJobs, pods and services;
+   with a standby (this repository's operator, as the chart runs it), the operator elects
+   itself leader on a Lease, then the standby (a user of its own) starts and fills its
+   caches, and its cost is read like the leader's.
 2. Submit N TFJobs (`driver_concurrency` creates in flight) and wait until every pod and
    service exists, then until kwok has every pod Running.
 3. End every job's leader (chief, else worker 0): the driver writes its pod's status as a
@@ -16,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +29,20 @@ from bench.cluster import (
     DRIVER_USER,
     NAMESPACE,
     OPERATOR_USER,
+    STANDBY_USER,
     BenchCluster,
     flow_schema_name,
 )
 from bench.exitwindow import ExitWindow
 from bench.leaders import end_leaders
-from bench.operator_process import ERROR_LINE, OperatorProcess
+from bench.operator_process import ERROR_LINE, OperatorCommand, OperatorProcess
 from bench.procstats import MIB, Meter, Sampler, group_usage
 from bench.progress import Progress, WaitTimeout
 from bench.settings import Settings
 from bench.shape import job_names, tfjob
 from bench.stats import summarize
 from bench.watching import watching
+from tfjob_localcluster.procs import ProcessIdentity
 
 #: After the operator reports ready, before the first TFJob: its startup's tail settles.
 SETTLE_SECONDS = 1.0
@@ -73,16 +78,19 @@ def run_operator(
         state_dir, crds=list(settings.crds), nodes=settings.nodes, say=say
     ) as cluster:
         operator = OperatorProcess(
-            settings.operator,
+            _candidate(settings, "leader"),
             cluster.kubeconfig(OPERATOR_USER),
             state_dir / "operator.log",
             OPERATOR_USER,
         )
+        standby = None
         identity = operator.start()
         sampler = Sampler(identity)
         sampler.start()
         try:
             ready_seconds = operator.wait_ready(cluster.audit_log, settings.timeout, cluster.check)
+            if settings.standby:
+                standby = _start_standby(settings, cluster, operator, state_dir, say)
             time.sleep(SETTLE_SECONDS)
             at_ready = group_usage(identity)
             say(
@@ -98,8 +106,11 @@ def run_operator(
             own_metrics = operator.metrics()
             log_lines = operator.log_lines()
             error_lines = [line for line in log_lines if ERROR_LINE.search(line)]
+            standing_by = standby.reading() if standby else None
         finally:
             sampler.stop()
+            if standby is not None:
+                standby.stop()
             operator.stop()
         _wait_watches_closed(cluster.audit_log, settings.timeout)
         server_metrics = cluster.server_metrics()
@@ -140,6 +151,13 @@ def run_operator(
             "usage": usage,
         }
     )
+    if standing_by is not None:
+        counted = audit.count(audit.completed(requests, STANDBY_USER))
+        result["standby"] = {**standing_by, "requests": counted.total, "writes": counted.writes}
+        say(
+            f"standby: {standing_by['cpu_seconds_after_ready']} CPU s after ready, peak RSS "
+            f"{standing_by['peak_rss_mib']} MiB, {counted.writes} writes"
+        )
     say(
         f"operator: all created in {result['create_seconds']:.2f}s, "
         f"exit->Succeeded p50 {result['exit_to_succeeded_seconds'].get('p50', 0):.3f}s, "
@@ -147,6 +165,73 @@ def run_operator(
         f"peak RSS {result['process']['peak_rss_mib']} MiB"
     )
     return result
+
+
+def _candidate(settings: Settings, identity: str) -> OperatorCommand:
+    """The operator's command; with a standby, one candidate of a leader election."""
+    if not settings.standby:
+        return settings.operator
+    election = (
+        f" --leader-elect --leader-election-namespace={NAMESPACE}"
+        f" --leader-election-identity={identity}"
+    )
+    return replace(settings.operator, template=settings.operator.template + election)
+
+
+class Standby:
+    """The second candidate: started once the leader leads, measured like it."""
+
+    def __init__(self, process: OperatorProcess, identity: ProcessIdentity) -> None:
+        self.process = process
+        self.sampler = Sampler(identity)
+        self.sampler.start()
+        self.identity = identity
+        self.at_ready = group_usage(identity)
+
+    def reading(self) -> dict[str, float]:
+        final = self.sampler.stop()
+        return {
+            "cpu_seconds_after_ready": round(final.cpu_seconds - self.at_ready.cpu_seconds, 2),
+            "rss_at_ready_mib": round(self.at_ready.rss_bytes / MIB, 1),
+            "peak_rss_mib": round(
+                max(final.peak_rss_bytes, self.sampler.peak_rss_bytes()) / MIB, 1
+            ),
+            "leader": promtext.counters(self.process.metrics(), "tfjob_operator_leader").get(
+                "tfjob_operator_leader", -1.0
+            ),
+        }
+
+    def stop(self) -> None:
+        self.sampler.stop()
+        self.process.stop()
+
+
+def _start_standby(
+    settings: Settings,
+    cluster: BenchCluster,
+    leader: OperatorProcess,
+    state_dir: Path,
+    say: Callable[[str], None],
+) -> Standby:
+    deadline = time.monotonic() + settings.timeout
+    while (
+        promtext.counters(leader.metrics(), "tfjob_operator_leader").get("tfjob_operator_leader")
+        != 1.0
+    ):
+        leader.check()
+        if time.monotonic() > deadline:
+            raise OperatorRunError("the operator did not take the Lease")
+        time.sleep(0.1)
+    process = OperatorProcess(
+        _candidate(settings, "standby"),
+        cluster.kubeconfig(STANDBY_USER),
+        state_dir / "standby.log",
+        STANDBY_USER,
+    )
+    identity = process.start()
+    seconds = process.wait_ready(cluster.audit_log, settings.timeout, cluster.check)
+    say(f"standby ready in {seconds:.1f}s")
+    return Standby(process, identity)
 
 
 async def _drive(

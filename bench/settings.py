@@ -27,6 +27,9 @@ class Settings:
     #: Longest wait for any one step of a phase, in seconds.
     timeout: float
     work_dir: Path
+    #: The operator elects a leader, and a second one waits as its standby (as the chart
+    #: runs them): the standby's own cost is measured beside the leader's.
+    standby: bool = False
 
     @property
     def group(self) -> str:

@@ -1,10 +1,24 @@
 """The faults the harness injects: what each one does, and when (a seeded schedule).
 
-- operator-kill: SIGKILL, then the operator starts again a moment later, as a Deployment
-  brings back a crashed pod.
-- operator-pause: SIGSTOP for 30-60 s, then SIGCONT: the operator sees nothing and writes
-  nothing while the cluster moves on, then wakes with stale watches and stale caches, as
-  an operator partitioned from the API server does.
+Two operators run, electing a leader on a Lease as the chart's two replicas do
+(chaos.operators); the first four faults hit them:
+
+- operator-kill: SIGKILL to every operator, then they start again a moment later, as a
+  Deployment brings back crashed pods; the one that takes the Lease (once it expires) leads.
+- operator-pause: SIGSTOP to every operator for 30-60 s, then SIGCONT: no operator sees or
+  writes anything while the cluster moves on; they wake with stale watches and caches,
+  the leader past its renew deadline (it stops leading and exits), as operators
+  partitioned from the API server do.
+- leader-kill: SIGKILL to the leader, with a standby running; its pod is gone, and a new
+  candidate (a new pod, a new name) starts a moment later.
+- leader-pause: SIGSTOP to the leader for longer than its lease, then SIGCONT: the standby
+  has taken over meanwhile; the old leader, awake, must write nothing more, and exits.
+- leader-node-loss: the leader's node is lost: the leader freezes, never to wake
+  (SIGSTOP), its connections silent; after 20-30 s its pod is gone (SIGKILL) and a new
+  candidate starts in its place.
+- rolling-update: the Deployment rolls: each operator in turn is replaced by a new one,
+  the new one ready first (maxSurge 1, maxUnavailable 0), the old one stopped by SIGTERM
+  (a leader gives its Lease up).
 - apiserver-restart, etcd-restart: SIGKILL, then the same binary on the same ports and data
   a few seconds later, as the kubelet restarts a crashed static pod.
 - kubelet-restart, containerd-restart: SIGKILL of the node's kubelet or containerd; the
@@ -21,20 +35,19 @@ quiet gap, so that the time a job takes to settle can be put down to one fault.
 
 from __future__ import annotations
 
-import os
 import random
-import signal
-import time
 from dataclasses import asdict, dataclass
 from enum import StrEnum
-from typing import Any, Final, Protocol
-
-from tfjob_localcluster.cluster import LocalCluster
+from typing import Any, Final
 
 
 class FaultKind(StrEnum):
     OPERATOR_KILL = "operator-kill"
     OPERATOR_PAUSE = "operator-pause"
+    LEADER_KILL = "leader-kill"
+    LEADER_PAUSE = "leader-pause"
+    LEADER_NODE_LOSS = "leader-node-loss"
+    ROLLING_UPDATE = "rolling-update"
     APISERVER_RESTART = "apiserver-restart"
     ETCD_RESTART = "etcd-restart"
     KUBELET_RESTART = "kubelet-restart"
@@ -54,6 +67,11 @@ NODE_GRACE_SECONDS: Final = 30
 DOWN_SECONDS: Final = {
     FaultKind.OPERATOR_KILL: (0.5, 3.0),
     FaultKind.OPERATOR_PAUSE: (30.0, 60.0),
+    FaultKind.LEADER_KILL: (0.5, 3.0),
+    # Past the lease (15 s) as the standby observes it, and its next try.
+    FaultKind.LEADER_PAUSE: (20.0, 30.0),
+    FaultKind.LEADER_NODE_LOSS: (20.0, 30.0),
+    FaultKind.ROLLING_UPDATE: (0.0, 0.0),
     FaultKind.APISERVER_RESTART: (1.0, 8.0),
     FaultKind.ETCD_RESTART: (1.0, 8.0),
     FaultKind.KUBELET_RESTART: (0.0, 0.0),
@@ -82,6 +100,17 @@ class PlannedFault:
     down: float
 
 
+#: The faults after which a standby takes the Lease from a leader that is gone.
+TAKEOVERS: Final = frozenset(
+    {
+        FaultKind.LEADER_KILL,
+        FaultKind.LEADER_PAUSE,
+        FaultKind.LEADER_NODE_LOSS,
+        FaultKind.ROLLING_UPDATE,
+    }
+)
+
+
 @dataclass(frozen=True)
 class Fault:
     """A fault as it happened, in seconds since the run's start."""
@@ -90,6 +119,10 @@ class Fault:
     began: float
     #: When the target was back: restarted and answering, or resumed.
     ended: float
+    #: For a takeover: the leader that went, and when (epoch seconds, the audit log's
+    #: clock): killed, frozen, or sent SIGTERM.
+    leader: str = ""
+    leader_gone: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,45 +137,3 @@ def schedule(per_kind: int, gap: tuple[float, float], seed: int) -> list[Planned
         PlannedFault(kind, round(rng.uniform(*gap), 1), round(rng.uniform(*DOWN_SECONDS[kind]), 1))
         for kind in kinds
     ]
-
-
-class Operator(Protocol):
-    """What the injector needs of the operator's process."""
-
-    def kill(self) -> None: ...
-    def start(self) -> None: ...
-    def pid(self) -> int: ...
-
-
-class Injector:
-    """Carries out planned faults against one operator and one local cluster."""
-
-    def __init__(self, operator: Operator, cluster: LocalCluster) -> None:
-        if cluster.control_plane is None:
-            raise ValueError("the cluster is not running")
-        self.operator = operator
-        self.cluster = cluster
-        self.control_plane = cluster.control_plane
-
-    def inject(self, fault: PlannedFault, clock: float) -> Fault:
-        """Does `fault` now; returns when its target is back. `clock` is the run's start
-        (time.monotonic())."""
-        began = time.monotonic() - clock
-        if fault.kind is FaultKind.OPERATOR_KILL:
-            self.operator.kill()
-            time.sleep(fault.down)
-            self.operator.start()
-        elif fault.kind is FaultKind.OPERATOR_PAUSE:
-            group = self.operator.pid()
-            os.killpg(group, signal.SIGSTOP)
-            try:
-                time.sleep(fault.down)
-            finally:
-                os.killpg(group, signal.SIGCONT)
-        elif fault.kind in CONTROL_PLANE:
-            self.control_plane.restart(CONTROL_PLANE[fault.kind], down_seconds=fault.down)
-        elif fault.kind is FaultKind.NODE_LOSS:
-            self.cluster.lose_node(fault.down)
-        else:
-            self.cluster.restart_node_component(NODE[fault.kind])
-        return Fault(fault.kind, round(began, 2), round(time.monotonic() - clock, 2))

@@ -12,24 +12,19 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.operator_process import (
-    DEFAULT_COMMAND,
-    DEFAULT_METRICS_URL,
-    DEFAULT_READY_URL,
-    ERROR_LINE,
-    OperatorCommand,
-    OperatorProcess,
-)
-from bench.promtext import counters
+import yaml
+
+from bench import audit
 from chaos.bystander import Bystander
-from chaos.faults import NODE_GRACE_SECONDS, Fault, Injector, schedule
+from chaos.faults import NODE_GRACE_SECONDS, Fault, schedule
+from chaos.injector import Injector
 from chaos.journal import Journal, Watcher
-from chaos.verdict import TERMINAL, OperatorFigures, Verdict, judge
+from chaos.operators import GROUP, LEASE_NAMESPACE, Candidates
+from chaos.verdict import TERMINAL, Verdict, judge
 from chaos.workload import plan_jobs
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import BUSYBOX
@@ -39,7 +34,6 @@ from tfjob_operator.api import PLURAL, TFJOB_DEV
 ROOT = Path(__file__).resolve().parents[1]
 CRD = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
 NAMESPACE = "chaos"
-OPERATOR_READY_SECONDS = 60
 CLEANUP_SECONDS = 120
 
 
@@ -60,79 +54,31 @@ class Settings:
     settle_seconds: float = 240.0
 
 
-class ChaosOperator:
-    """The operator under test, started again after each kill; its counters are read
-    before each kill and at the end, and summed."""
-
-    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
-        command = OperatorCommand(DEFAULT_COMMAND, DEFAULT_READY_URL, DEFAULT_METRICS_URL)
-        self.process = OperatorProcess(command, kubeconfig, log_path, user="admin")
-        self.starts = 0
-        self.counted: Counter[str] = Counter()
-
-    def start(self) -> None:
-        self.process.start()
-        self.starts += 1
-        deadline = time.monotonic() + OPERATOR_READY_SECONDS
-        while not self.process.answers():
-            self.process.check()
-            if time.monotonic() > deadline:
-                raise ChaosError(
-                    f"the operator did not answer on its health port in "
-                    f"{OPERATOR_READY_SECONDS}s; last lines of its log:\n"
-                    f"{self.process.process.tail()}"
-                )
-            time.sleep(0.2)
-
-    def kill(self) -> None:
-        self._collect()
-        self.process.process.kill()
-
-    def pid(self) -> int:
-        pid = self.process.process.pid
-        if pid is None:
-            raise ChaosError("the operator is not running")
-        return pid
-
-    def stop(self) -> None:
-        self._collect()
-        self.process.stop()
-
-    def figures(self) -> OperatorFigures:
-        restarts: Counter[str] = Counter()
-        for key, value in self.counted.items():
-            if key.startswith("tfjob_operator_watch_restarts_total{"):
-                cause = key.partition("cause=")[2].split(",")[0].rstrip("}")
-                restarts[cause] += value
-        lines = self.process.log_lines()
-        return OperatorFigures(
-            starts=self.starts,
-            reconcile_errors=self.counted["tfjob_operator_reconcile_errors_total"],
-            watch_restarts=dict(restarts),
-            error_lines=sum(1 for line in lines if ERROR_LINE.search(line)),
-        )
-
-    def _collect(self) -> None:
-        if self.process.process.running():
-            self.counted.update(counters(self.process.metrics(), "tfjob_operator_"))
-
-
 def run(settings: Settings, state_dir: Path, say: Callable[[str], None]) -> Verdict:
     grace = [f"--node-monitor-grace-period={NODE_GRACE_SECONDS}s"]
+    # The operators' requests, in the API server's own record: takeovers are read there.
+    state_dir.mkdir(parents=True, exist_ok=True)
+    policy = state_dir / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump(audit.policy(groups=[GROUP])))
     cluster = LocalCluster(
-        state_dir / "cluster", say=say, control_plane_args={"kube-controller-manager": grace}
+        state_dir / "cluster",
+        say=say,
+        control_plane_args={
+            "kube-controller-manager": grace,
+            "kube-apiserver": audit.apiserver_args(policy, state_dir / "audit.log"),
+        },
     )
     with cluster, Bystander(cluster, state_dir):
         cluster.load_images([BUSYBOX])
         assert cluster.control_plane is not None
         rest = cluster.control_plane.rest()
         _install(cluster, rest)
-        operator = ChaosOperator(cluster.kubeconfig, state_dir / "operator.log")
-        operator.start()
+        operators = Candidates(cluster, rest, state_dir, say)
         try:
-            return _run(settings, cluster, rest, operator, say)
+            operators.start()
+            return _run(settings, cluster, rest, operators, state_dir / "audit.log", say)
         finally:
-            operator.stop()
+            operators.stop()
 
 
 def _install(cluster: LocalCluster, rest: Rest) -> None:
@@ -144,10 +90,11 @@ def _install(cluster: LocalCluster, rest: Rest) -> None:
     )
     if done.returncode != 0:
         raise ChaosError(f"kubectl apply -f {CRD}: {done.stderr.strip()}")
-    rest.create_or_replace(
-        "/api/v1/namespaces",
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-    )
+    for namespace in (NAMESPACE, LEASE_NAMESPACE):
+        rest.create_or_replace(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        )
     deadline = time.monotonic() + 60
     paths = (
         f"{TFJOB_DEV.path}/namespaces/{NAMESPACE}/{PLURAL}",
@@ -163,7 +110,8 @@ def _run(
     settings: Settings,
     cluster: LocalCluster,
     rest: Rest,
-    operator: ChaosOperator,
+    operators: Candidates,
+    audit_log: Path,
     say: Callable[[str], None],
 ) -> Verdict:
     assert cluster.control_plane is not None
@@ -172,30 +120,38 @@ def _run(
     journal = Journal()
     watcher = Watcher(cluster.kubeconfig, NAMESPACE, journal, clock)
     watcher.start([(job.submit_at, job.manifest(NAMESPACE)) for job in jobs])
-    injector = Injector(operator, cluster)
+    injector = Injector(operators, cluster)
     faults: list[Fault] = []
+
+    def check() -> None:
+        watcher.check()
+        operators.supervise()
+
     try:
         for planned in schedule(settings.faults_per_kind, settings.gap, settings.seed):
-            _wait(planned.gap, watcher.check)
+            _wait(planned.gap, check)
             say(f"{planned.kind} ({planned.down:.1f} s down)")
             faults.append(injector.inject(planned, clock))
+        # The last fault may have taken the leader away: a standby takes over first.
+        operators.wait_leader()
         say(f"faults done; waiting up to {settings.settle_seconds:.0f} s for every job to end")
         deadline = time.monotonic() + settings.settle_seconds
         while not _all_ended(journal, [job.name for job in jobs]):
-            watcher.check()
+            check()
             if time.monotonic() > deadline:
                 break
             time.sleep(1)
         leftovers = _delete_all(rest)
     finally:
         watcher.stop()
-    operator.stop()
+    operators.stop()
     return judge(
         jobs,
         journal.snapshot(),
         faults,
         leftovers,
-        operator.figures(),
+        operators.figures(),
+        audit.read(audit_log),
         {
             resource: {"outages": journal.outages[resource], "relists": journal.relists[resource]}
             for resource in ("tfjobs", "pods", "services")

@@ -8,7 +8,10 @@
   replica, or a replica re-created within its generation;
 - pods are evicted only while a node is lost (`evictions_without_node_loss`), and a job
   whose pods were evicted says so in its Restarting condition (`JobResult.explained`);
-- nothing is left once the jobs are deleted (`leftovers`, listed by the harness).
+- nothing is left once the jobs are deleted (`leftovers`, listed by the harness);
+- from the API server's audit log: after each fault that takes the leader away, a standby
+  takes the Lease (`Takeover`: how long after, and after how long it wrote for a job), and
+  no operator writes for a job while another holds the Lease (`deposed_writes`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
+from bench.audit import FINAL_STAGES, Request
 from chaos.faults import Fault, FaultKind
 from chaos.journal import Seen
 from chaos.workload import ChaosJob
@@ -65,6 +69,20 @@ class OperatorFigures:
 
 
 @dataclass(frozen=True)
+class Takeover:
+    """What followed a fault that took the leader away, read from the audit log."""
+
+    kind: str
+    old: str
+    #: The candidate that took the Lease next, if one did.
+    new: str | None
+    #: Seconds from the leader gone to the new leader's taking the Lease, and to its first
+    #: write for a job (anything but the Lease and events).
+    lease_taken: float | None
+    first_write: float | None
+
+
+@dataclass(frozen=True)
 class Verdict:
     jobs: list[JobResult]
     lost_terminal_states: list[dict[str, Any]]
@@ -77,6 +95,9 @@ class Verdict:
     #: The harness's own watches: outages outlasted and relists, per resource.
     coverage: dict[str, dict[str, int]]
     wall_seconds: float
+    takeovers: list[Takeover]
+    #: Writes for a job by an operator after another took the Lease from it.
+    deposed_writes: list[dict[str, Any]]
 
     @property
     def wrong_jobs(self) -> list[JobResult]:
@@ -91,6 +112,8 @@ class Verdict:
             or self.duplicate_pods
             or self.evictions_without_node_loss
             or any(self.leftovers.values())
+            or self.deposed_writes
+            or any(t.new is None for t in self.takeovers)
         )
 
     def fault_counts(self) -> dict[str, int]:
@@ -111,6 +134,8 @@ class Verdict:
             "leftovers": self.leftovers,
             "operator": asdict(self.operator),
             "coverage": self.coverage,
+            "takeovers": [asdict(t) for t in self.takeovers],
+            "deposed_writes": self.deposed_writes,
         }
 
     def table(self) -> str:
@@ -156,6 +181,7 @@ class Verdict:
                     f"({slowest.name}, {during})",
                 )
             )
+        rows += self._takeover_rows()
         op = self.operator
         restarts = ", ".join(f"{k} {v:g}" for k, v in sorted(op.watch_restarts.items()))
         rows += [
@@ -176,6 +202,28 @@ class Verdict:
         verdict = "PASS" if self.ok else "FAIL"
         return "\n".join([*(f"{label:<{width}}  {value}" for label, value in rows), verdict])
 
+    def _takeover_rows(self) -> list[tuple[str, str]]:
+        if not self.takeovers:
+            return []
+
+        def spread(values: list[float]) -> str:
+            if not values:
+                return "none seen"
+            return f"p50 {statistics.median(values):.1f} s, max {max(values):.1f} s"
+
+        taken = [t.lease_taken for t in self.takeovers if t.lease_taken is not None]
+        first = [t.first_write for t in self.takeovers if t.first_write is not None]
+        missed = [f"{t.kind} of {t.old}" for t in self.takeovers if t.new is None]
+        return [
+            (
+                "takeovers (leader gone → Lease taken)",
+                f"{len(taken)} of {len(self.takeovers)}: {spread(taken)}"
+                + (f"; none after {', '.join(missed)}" if missed else ""),
+            ),
+            ("takeovers (leader gone → first job write)", spread(first)),
+            ("writes by a deposed leader", _count(self.deposed_writes)),
+        ]
+
 
 def _count(found: Sequence[object]) -> str:
     return str(len(found))
@@ -192,9 +240,13 @@ def judge(
     faults: Sequence[Fault],
     leftovers: Mapping[str, list[str]],
     operator: OperatorFigures,
+    requests: Sequence[Request],
     coverage: Mapping[str, Mapping[str, int]],
     wall_seconds: float,
 ) -> Verdict:
+    writes = sorted(
+        (r for r in requests if r.stage in FINAL_STAGES and r.is_write), key=lambda r: r.received
+    )
     return Verdict(
         jobs=[job_result(job, records, faults) for job in jobs],
         lost_terminal_states=lost_terminal_states(records),
@@ -206,7 +258,71 @@ def judge(
         operator=operator,
         coverage={resource: dict(c) for resource, c in coverage.items()},
         wall_seconds=round(wall_seconds, 1),
+        takeovers=takeovers(faults, writes),
+        deposed_writes=deposed_writes(writes),
     )
+
+
+def _took_lease(request: Request) -> bool:
+    return request.resource == "leases" and 200 <= request.code < 300
+
+
+def takeovers(faults: Sequence[Fault], writes: Sequence[Request]) -> list[Takeover]:
+    """For each fault that took the leader away: who took the Lease next, and when.
+    `writes` are the operators' write requests, in the order the server received them."""
+    found = []
+    for fault in faults:
+        gone = fault.leader_gone
+        if gone is None:
+            continue
+        taken = next(
+            (r for r in writes if r.received >= gone and r.user != fault.leader and _took_lease(r)),
+            None,
+        )
+        first = None
+        if taken is not None:
+            first = next(
+                (
+                    r
+                    for r in writes
+                    if r.user == taken.user
+                    and r.received >= taken.received
+                    and r.resource not in ("leases", "events")
+                ),
+                None,
+            )
+        found.append(
+            Takeover(
+                kind=fault.kind.value,
+                old=fault.leader,
+                new=taken.user if taken else None,
+                lease_taken=round(taken.received - gone, 2) if taken else None,
+                first_write=round(first.received - gone, 2) if first else None,
+            )
+        )
+    return found
+
+
+def deposed_writes(writes: Sequence[Request]) -> list[dict[str, Any]]:
+    """Writes for a job (not the Lease's own, nor events) by an operator other than the
+    one whose Lease write the server took last: a leader writing after it was deposed."""
+    holder = ""
+    found = []
+    for r in writes:
+        if r.resource == "leases":
+            if _took_lease(r):
+                holder = r.user
+        elif r.resource != "events" and holder and r.user != holder:
+            found.append(
+                {
+                    "user": r.user,
+                    "holder": holder,
+                    "request": f"{r.kind} {r.namespace}/{r.name}",
+                    "code": r.code,
+                    "received": r.received,
+                }
+            )
+    return found
 
 
 def job_result(job: ChaosJob, records: Sequence[Seen], faults: Sequence[Fault]) -> JobResult:

@@ -60,7 +60,15 @@ def expected_files() -> dict[Path, str]:
             resources=["crd/tfjobs.tfjob.dev.yaml", "operator.yaml"]
         ),
         NAMESPACED / "rbac.yaml": dump(
-            [jobs_namespace, *(o for o in namespaced if o["kind"] in ("Role", "RoleBinding"))]
+            [
+                jobs_namespace,
+                *(
+                    o
+                    for o in namespaced
+                    if o["kind"] in ("Role", "RoleBinding")
+                    and o["metadata"]["namespace"] == JOBS_NAMESPACE
+                ),
+            ]
         ),
         NAMESPACED / "kustomization.yaml": _kustomization(
             resources=["../../base", "rbac.yaml"],

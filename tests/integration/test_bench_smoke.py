@@ -129,6 +129,12 @@ def test_bench_smoke_run_at_n5(tmp_path: Path) -> None:
     assert process["peak_rss_mib"] >= process["rss_at_ready_mib"] > 0
     assert process["cpu_seconds"] > 0
     assert process["log_error_lines"] == 0, process["log_error_examples"]
+    # A standby, as the chart runs it: caches filled, never leading, writing nothing.
+    standby = operator["standby"]
+    assert standby["leader"] == 0
+    assert standby["writes"] == 0
+    assert standby["requests"] > 0
+    assert standby["peak_rss_mib"] >= standby["rss_at_ready_mib"] > 0
 
     png = (tmp_path / "results" / "smoke.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n")

@@ -1,5 +1,6 @@
 """A short chaos run (chaos/): one fault of each kind while TFJobs run, and nothing lost;
-the jobs whose pods a lost node took restart them and say why.
+the jobs whose pods a lost node took restart them and say why; a standby takes over from
+each leader that goes, and no deposed leader writes.
 
 The harness starts its own local cluster (its faults restart that cluster's API server and
 etcd), so this test needs no session cluster. `make chaos` is the full run.
@@ -46,6 +47,10 @@ def test_a_short_chaos_run_loses_nothing(tmp_path: Path) -> None:
     assert result["fault_counts"] == {
         "operator-kill": 1,
         "operator-pause": 1,
+        "leader-kill": 1,
+        "leader-pause": 1,
+        "leader-node-loss": 1,
+        "rolling-update": 1,
         "apiserver-restart": 1,
         "etcd-restart": 1,
         "kubelet-restart": 1,
@@ -65,6 +70,16 @@ def test_a_short_chaos_run_loses_nothing(tmp_path: Path) -> None:
     assert all(j["explained"] for j in result["jobs"] if j["name"] in evicted), report
     assert result["evictions_without_node_loss"] == [], report
     assert result["leftovers"] == {"pods": [], "services": []}, report
-    assert result["operator"]["starts"] == 2, report
+    # Each takeover: a standby took the Lease, and no leader wrote after it was deposed.
+    takeovers = result["takeovers"]
+    assert sorted(t["kind"] for t in takeovers) == [
+        "leader-kill",
+        "leader-node-loss",
+        "leader-pause",
+        "rolling-update",
+    ], report
+    assert all(t["new"] and t["new"] != t["old"] for t in takeovers), report
+    assert all(t["lease_taken"] <= 25 for t in takeovers), report
+    assert result["deposed_writes"] == [], report
     assert result["ok"] is True, report
     assert done.returncode == 0, report

@@ -22,12 +22,21 @@ import yaml
 from kubernetes import client
 from support.tfjobs import TFJobs, shell_replica, tfjob
 
-from tfjob_localcluster.chart import CHART, RELEASE, InstallError, install_operator, run_helm
+from tfjob_localcluster.chart import (
+    CHART,
+    RELEASE,
+    InstallError,
+    default_values,
+    install_operator,
+    run_helm,
+)
 from tfjob_localcluster.images import OPERATOR
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The chart's operators: a leader and a standby.
+REPLICAS = default_values()["replicaCount"]
 
 
 class Helm:
@@ -164,6 +173,41 @@ def test_installed_operator_runs_a_tfjob_under_the_chart_identity(
     assert reporters == {"tfjob-operator"}
 
 
+def test_the_chart_runs_a_leader_and_a_standby_and_a_deleted_leaders_jobs_go_on(
+    kubectl: Any, release_namespace: str, namespace: str, k8s_client: Any
+) -> None:
+    """Two operators, one named by the Lease; `kubectl delete pod` of the leader: it gives
+    the Lease up as it stops, the standby takes it at once, and a running job goes on."""
+    names = {p["metadata"]["name"] for p in _operator_pods(kubectl, release_namespace, REPLICAS)}
+    lease = json.loads(
+        kubectl("get", "lease", RELEASE, "-n", release_namespace, "-o", "json").stdout
+    )
+    leader = lease["spec"]["holderIdentity"]
+    assert leader in names
+    budget = json.loads(
+        kubectl("get", "pdb", RELEASE, "-n", release_namespace, "-o", "json").stdout
+    )
+    assert budget["spec"]["minAvailable"] == 1
+    tfjobs = TFJobs(k8s_client, namespace)
+    tfjobs.create(tfjob("through", {"Worker": shell_replica("sleep 15", 2)}))
+    tfjobs.wait_state("through", "Running", 60)
+    deleted = time.monotonic()
+    kubectl("delete", "pod", leader, "-n", release_namespace, "--wait=false")
+    (standby,) = names - {leader}
+    while True:
+        lease = json.loads(
+            kubectl("get", "lease", RELEASE, "-n", release_namespace, "-o", "json").stdout
+        )
+        if lease["spec"]["holderIdentity"] == standby:
+            break
+        assert time.monotonic() - deleted < 15, f"the standby did not take over: {lease}"
+        time.sleep(0.2)
+    job = tfjobs.wait_state("through", "Succeeded", 90)
+    assert job["status"]["restartCount"] == 0
+    # The Deployment brings a new standby; both are ready again.
+    _operator_pods(kubectl, release_namespace, REPLICAS)
+
+
 def test_rbac_grants_exactly_what_the_operator_uses(
     k8s_client: Any, release_namespace: str
 ) -> None:
@@ -172,17 +216,29 @@ def test_rbac_grants_exactly_what_the_operator_uses(
     checked as a core resource of that dotted name, which no role ever grants."""
     reviews = client.AuthorizationV1Api(k8s_client)
 
-    def can(verb: str, group: str, resource: str, subresource: str = "") -> bool:
+    def can(
+        verb: str, group: str, resource: str, subresource: str = "", namespace: str | None = None
+    ) -> bool:
         review = client.V1SubjectAccessReview(
             spec=client.V1SubjectAccessReviewSpec(
                 user=f"system:serviceaccount:{release_namespace}:{RELEASE}",
                 groups=["system:serviceaccounts", f"system:serviceaccounts:{release_namespace}"],
                 resource_attributes=client.V1ResourceAttributes(
-                    verb=verb, group=group, resource=resource, subresource=subresource
+                    verb=verb,
+                    group=group,
+                    resource=resource,
+                    subresource=subresource,
+                    namespace=namespace,
                 ),
             )
         )
         return bool(reviews.create_subject_access_review(review).status.allowed)
+
+    # Leader election: its Lease in the release's namespace, and nowhere else.
+    for verb in ("get", "watch", "create", "update"):
+        assert can(verb, "coordination.k8s.io", "leases", namespace=release_namespace)
+    assert not can("update", "coordination.k8s.io", "leases", namespace="kube-system")
+    assert not can("delete", "coordination.k8s.io", "leases", namespace=release_namespace)
 
     for verb, group, resource, *subresource in [
         ("list", "tfjob.dev", "tfjobs"),
@@ -229,19 +285,20 @@ def test_helm_upgrade_to_a_namespaced_install_runs_tfjobs_with_roles_only(
     k8s_client: Any,
     session_operator_stopped: None,
 ) -> None:
-    """Changed values roll the operator; watchNamespaces swaps the ClusterRole for Roles."""
-    before = _operator_pod(kubectl, release_namespace)["metadata"]["uid"]
+    """Changed values roll the operators; watchNamespaces swaps the ClusterRole for Roles."""
+    before = {p["metadata"]["uid"] for p in _operator_pods(kubectl, release_namespace, REPLICAS)}
     helm(
         "upgrade", RELEASE, str(CHART), "--namespace", release_namespace, "--reuse-values",
         "--set", f"watchNamespaces={{{namespace}}}", "--set", "clusterDomain=cluster.local",
-        "--set", "resources.limits.memory=384Mi", "--wait", "--timeout=120s",
+        "--set", "resources.limits.memory=384Mi", "--wait", "--timeout=180s",
     )  # fmt: skip
     deadline = time.monotonic() + 60
-    pod = _operator_pod(kubectl, release_namespace)
-    while pod["metadata"]["uid"] == before:
-        assert time.monotonic() < deadline, "the upgrade did not replace the operator pod"
+    pods = _operator_pods(kubectl, release_namespace, REPLICAS)
+    while {p["metadata"]["uid"] for p in pods} & before:
+        assert time.monotonic() < deadline, "the upgrade did not replace the operator pods"
         time.sleep(0.5)
-        pod = _operator_pod(kubectl, release_namespace)
+        pods = _operator_pods(kubectl, release_namespace, REPLICAS)
+    pod = pods[0]
     container = pod["spec"]["containers"][0]
     assert f"--namespace={namespace}" in container["args"]
     assert "--cluster-domain=cluster.local" in container["args"]
@@ -295,7 +352,13 @@ def test_an_operator_that_cannot_start_is_diagnosed_at_once(
 
 
 def _operator_pod(kubectl: Any, namespace: str) -> dict[str, Any]:
-    """The running, not terminating, operator pod of the release."""
+    """One of the release's operator pods, once the chart's replicaCount of them run."""
+    return _operator_pods(kubectl, namespace, default_values()["replicaCount"])[0]
+
+
+def _operator_pods(kubectl: Any, namespace: str, replicas: int) -> list[dict[str, Any]]:
+    """The running, not terminating, operator pods of the release, once there are
+    `replicas` of them."""
     deadline = time.monotonic() + 90
     while True:
         pods = json.loads(
@@ -315,7 +378,7 @@ def _operator_pod(kubectl: Any, namespace: str) -> dict[str, Any]:
             for p in pods
             if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
         ]
-        if len(running) == 1:
-            return dict(running[0])
-        assert time.monotonic() < deadline, f"no single running operator pod: {pods}"
+        if len(running) == replicas:
+            return sorted(running, key=lambda p: str(p["metadata"]["name"]))
+        assert time.monotonic() < deadline, f"not {replicas} running operator pods: {pods}"
         time.sleep(0.5)

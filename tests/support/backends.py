@@ -26,7 +26,13 @@ from kubernetes import client, config
 from support.fixtures import stop_session_operator
 from tfjob_localcluster import hoststate, kind
 from tfjob_localcluster.binaries import locate
-from tfjob_localcluster.chart import RELEASE, SELECTOR, install_operator, run_helm
+from tfjob_localcluster.chart import (
+    RELEASE,
+    SELECTOR,
+    default_values,
+    install_operator,
+    run_helm,
+)
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import PROJECT_IMAGES
 from tfjob_localcluster.kind import KindCluster
@@ -73,13 +79,15 @@ class ChartBackend:
         self.api_client.close()
 
     def kill_operator(self) -> None:
+        """Every operator, leader and standby, gone at once (none takes over)."""
         self._kubectl("scale", "deployment/tfjob-operator", "--replicas=0")
         self._kubectl(
             "delete", "pod", "-l", SELECTOR, "--grace-period=0", "--force", "--wait=false"
         )
 
     def start_operator(self) -> None:
-        self._kubectl("scale", "deployment/tfjob-operator", "--replicas=1")
+        replicas = default_values()["replicaCount"]
+        self._kubectl("scale", "deployment/tfjob-operator", f"--replicas={replicas}")
         self._kubectl("rollout", "status", "deployment/tfjob-operator", "--timeout=120s")
 
     def container_id(self, namespace: str, pod: str, container: str) -> tuple[str, str]:
@@ -181,15 +189,17 @@ def kind_cluster(
     cluster = KindCluster(tmp_path_factory.mktemp("kind"), say=_say, registry=oci_registry.address)
     # After what the run installs (docker.io) and with the engine up: the cluster, its
     # network and the engine must leave nothing.
+    # Local clusters started and stopped meanwhile (the release's tests) are not kind's.
     cluster.start_engine()
-    before = hoststate.snapshot()
+    before = hoststate.without_local_clusters(hoststate.snapshot())
     try:
         cluster.create(PROJECT_IMAGES)
         yield cluster
     finally:
         cluster.delete()
     engine_state = () if cluster.engine.private else hoststate.ENGINE_RUNTIME_ENTRIES
-    changed = hoststate.difference(before, hoststate.snapshot(), engine_state)
+    after = hoststate.without_local_clusters(hoststate.snapshot())
+    changed = hoststate.difference(before, after, engine_state)
     assert not changed, f"the kind run changed the host: {changed}"
 
 

@@ -76,7 +76,7 @@ class OperatorProcess:
 
     def _healthy(self) -> bool:
         try:
-            url = f"http://127.0.0.1:{self.health_port}/healthz"
+            url = f"http://127.0.0.1:{self.health_port}/readyz"
             with urllib.request.urlopen(url, timeout=1) as response:
                 return bool(response.status == 200)
         except OSError:

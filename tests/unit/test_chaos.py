@@ -13,6 +13,7 @@ import pytest
 # The harness is not an installed package: it runs from the repository root.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bench.audit import Request
 from chaos.faults import DOWN_SECONDS, Fault, FaultKind, schedule
 from chaos.journal import Seen, seen
 from chaos.verdict import OperatorFigures, judge
@@ -227,6 +228,7 @@ def verdict_of(records: list[Seen], **overrides: Any) -> Any:
         "faults": [Fault(FaultKind.ETCD_RESTART, 20, 26)],
         "leftovers": {"pods": [], "services": []},
         "operator": QUIET,
+        "requests": [],
         "coverage": COVERAGE,
         "wall_seconds": 40,
     } | overrides
@@ -349,3 +351,51 @@ def test_an_eviction_after_the_leader_exited_is_no_restart() -> None:
     (job,) = verdict.jobs
     assert (job.evicted_generations, job.expected_restarts, job.explained) == ([], 1, None)
     assert verdict.ok, verdict.table()
+
+
+def write(
+    user: str, at: float, resource: str = "pods", code: int = 201, verb: str = "create"
+) -> Request:
+    """An operator's write as the audit log records it."""
+    return Request(user, "ResponseComplete", verb, resource, "", "chaos", "x", code, at, at)
+
+
+def test_a_takeover_is_timed_from_the_audit_log_and_the_old_leader_writes_no_more() -> None:
+    requests = [
+        write("operator-1", 100.0, "leases", 201),  # creates the Lease: leads
+        write("operator-1", 101.0),
+        write("operator-1", 102.0, "leases", 200, "update"),  # renews
+        # Fault at 103: operator-1 frozen; operator-2 takes the Lease at 118.
+        write("operator-2", 118.0, "leases", 200, "update"),
+        write("operator-2", 118.1, "events"),
+        write("operator-2", 119.5, "tfjobs", 200, "patch"),
+    ]
+    fault = Fault(FaultKind.LEADER_PAUSE, 3, 28, leader="operator-1", leader_gone=103.0)
+    verdict = verdict_of(a_good_run(), faults=[fault], requests=requests)
+    assert verdict.ok, verdict.table()
+    (takeover,) = verdict.takeovers
+    assert (takeover.new, takeover.lease_taken, takeover.first_write) == ("operator-2", 15.0, 16.5)
+    assert "writes by a deposed leader" in verdict.table()
+
+
+def test_a_write_by_a_deposed_leader_fails_the_run_and_a_renewal_refused_does_not() -> None:
+    requests = [
+        write("operator-1", 100.0, "leases", 201),
+        write("operator-2", 118.0, "leases", 200, "update"),
+        write("operator-1", 120.0, "leases", 409, "update"),  # its renewal, refused
+        write("operator-1", 120.2, "tfjobs", 200, "patch"),  # a write it should not send
+    ]
+    fault = Fault(FaultKind.LEADER_PAUSE, 3, 28, leader="operator-1", leader_gone=103.0)
+    verdict = verdict_of(a_good_run(), faults=[fault], requests=requests)
+    assert not verdict.ok
+    (deposed,) = verdict.deposed_writes
+    assert (deposed["user"], deposed["holder"]) == ("operator-1", "operator-2")
+    assert deposed["request"] == "patch tfjobs chaos/x"
+
+
+def test_a_leader_gone_with_no_standby_taking_over_fails_the_run() -> None:
+    requests = [write("operator-1", 100.0, "leases", 201)]
+    fault = Fault(FaultKind.LEADER_KILL, 3, 5, leader="operator-1", leader_gone=103.0)
+    verdict = verdict_of(a_good_run(), faults=[fault], requests=requests)
+    assert not verdict.ok
+    assert verdict.takeovers[0].new is None

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import shlex
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -20,8 +20,18 @@ from .gang import (
     VOLCANO_NAME,
     GangSchedulers,
 )
-from .limits import CONCURRENT_RECONCILES, MAX_IN_FLIGHT
+from .limits import (
+    CONCURRENT_RECONCILES,
+    LEASE_DURATION_SECONDS,
+    LEASE_NAME,
+    MAX_IN_FLIGHT,
+    RENEW_DEADLINE_SECONDS,
+    RETRY_PERIOD_SECONDS,
+)
 from .spec import InvalidSpec
+
+if TYPE_CHECKING:
+    from .leader import Election
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -48,7 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="kubeconfig when not running in a pod (default: $KUBECONFIG, ~/.kube/config)",
     )
     run.add_argument(
-        "--health-port", type=int, default=8081, help="liveness endpoint port (/healthz)"
+        "--health-port",
+        type=int,
+        default=8081,
+        help="port of the probes: /healthz (liveness) and /readyz (caches filled)",
     )
     run.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port")
     run.add_argument(
@@ -82,7 +95,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=SCHEDULER_PLUGINS_NAME,
         help="the schedulerName scheduler-plugins' Coscheduling scheduler runs under",
     )
-    run.add_argument("--verbose", action="store_true", help="debug logging")
+    election = run.add_argument_group(
+        "leader election",
+        "several operators, one leading: the others fill their caches and wait (leader.py)",
+    )
+    election.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="elect a leader on a coordination.k8s.io/v1 Lease (the chart does; off by default)",
+    )
+    election.add_argument(
+        "--leader-election-namespace",
+        default=None,
+        help="the Lease's namespace (default: the pod's, $POD_NAMESPACE)",
+    )
+    election.add_argument("--leader-election-id", default=LEASE_NAME, help="the Lease's name")
+    election.add_argument(
+        "--leader-election-identity",
+        default=None,
+        help="this candidate's name in the Lease (default: the pod's name, $POD_NAME)",
+    )
+    for flag, value, meaning in (
+        ("lease-duration", LEASE_DURATION_SECONDS, "how long a Lease not renewed holds"),
+        ("renew-deadline", RENEW_DEADLINE_SECONDS, "how long the leader tries to renew"),
+        ("retry-period", RETRY_PERIOD_SECONDS, "between tries to take or renew"),
+    ):
+        election.add_argument(
+            f"--leader-election-{flag}",
+            type=float,
+            default=value,
+            metavar="SECONDS",
+            help=f"{meaning} (default: %(default)ss)",
+        )
+    run.add_argument("--log-format", choices=("text", "json"), default="text")
+    run.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
 
     render = commands.add_parser(
         "render", help="print the pods and services the controller would create for a TFJob"
@@ -130,18 +176,18 @@ def _new(args: argparse.Namespace, invocation: str) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here so that `render` works without the controller's dependencies loaded.
+    from .leader import ElectionError
+    from .logs import configure_logging
     from .operator_main import run_operator
 
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.log_format, args.log_level)
     try:
         gangs = GangSchedulers.configure(args.gang_scheduler_name, args.scheduler_plugins_name)
-    except ValueError as error:
+        election = _election(args) if args.leader_elect else None
+    except (ValueError, ElectionError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    asyncio.run(
+    return asyncio.run(
         run_operator(
             kubeconfig=args.kubeconfig,
             apis=(TFJOB_DEV, KUBEFLOW) if args.kubeflow else (TFJOB_DEV,),
@@ -152,9 +198,27 @@ def _run(args: argparse.Namespace) -> int:
             max_in_flight=args.max_in_flight,
             concurrent_reconciles=args.concurrent_reconciles,
             gangs=gangs,
+            election=election,
         )
     )
-    return 0
+
+
+def _election(args: argparse.Namespace) -> Election:
+    from .leader import Election, ElectionError, Timings, default_identity, default_namespace
+
+    namespace = args.leader_election_namespace or default_namespace()
+    if namespace is None:
+        raise ElectionError(
+            "--leader-elect: give --leader-election-namespace (no pod namespace to default to)"
+        )
+    timings = Timings(
+        args.leader_election_lease_duration,
+        args.leader_election_renew_deadline,
+        args.leader_election_retry_period,
+    )
+    timings.check()
+    identity = args.leader_election_identity or default_identity()
+    return Election(namespace, args.leader_election_id, identity, timings)
 
 
 if __name__ == "__main__":

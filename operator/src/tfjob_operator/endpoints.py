@@ -1,7 +1,11 @@
-"""The operator's HTTP endpoints: /healthz for the kubelet's probes, /metrics for Prometheus.
+"""The operator's HTTP endpoints: /healthz and /readyz for the kubelet's probes, /metrics
+for Prometheus.
 
-Both are served on the event loop (aiohttp), each on its own port as the chart exposes
-them; neither handler blocks.
+/healthz (liveness) answers while the event loop runs; /readyz (readiness) once the watch
+caches are filled, on the leader and on a standby alike, so that a rolling update waits
+for a new operator able to take over at once. They are served on the event loop
+(aiohttp), the probes and the metrics each on the port the chart exposes; no handler
+blocks.
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ from .metrics import Metrics
 
 
 class Endpoints:
-    def __init__(self, metrics: Metrics, healthy: Callable[[], bool]) -> None:
+    def __init__(self, metrics: Metrics, ready: Callable[[], bool]) -> None:
         self.metrics = metrics
-        self.healthy = healthy
+        self.ready = ready
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
         self._runner = web.AppRunner(app, access_log=None)
 
@@ -32,7 +37,10 @@ class Endpoints:
         await self._runner.cleanup()
 
     async def _healthz(self, _: web.Request) -> web.Response:
-        if self.healthy():
+        return web.Response(text="ok\n")
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        if self.ready():
             return web.Response(text="ok\n")
         return web.Response(status=503, text="caches are not synced yet\n")
 

@@ -23,7 +23,7 @@ import heapq
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Collection, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
 from enum import IntEnum
 from typing import Any, Final
 
@@ -66,9 +66,16 @@ class ApiError(RuntimeError):
         return self.status == 403 and NAMESPACE_TERMINATING in self.causes
 
 
+class NotLeading(RuntimeError):
+    """This operator does not lead (leader.py): it sends no write."""
+
+
 def unavailable(error: BaseException) -> bool:
     """Whether `error` means the API server could not be reached or could not serve (it is
-    down or restarting, or its etcd is): worth trying again later, not a traceback."""
+    down or restarting, or its etcd is), or this operator may not write now: worth trying
+    again later, not a traceback."""
+    if isinstance(error, NotLeading):
+        return True
     if isinstance(error, ApiError):
         return error.status == 429 or error.status >= 500
     return isinstance(error, aiohttp.ClientError | OSError)
@@ -177,6 +184,9 @@ class Api:
         self._slots = _Slots(max_in_flight)
         self._decisions = _Decisions()
         self._session: aiohttp.ClientSession | None = None
+        #: Whether a write may be sent now: with leader election, only while this
+        #: operator leads (leader.Elector.may_write), checked as each write is sent.
+        self.fence: Callable[[], bool] = lambda: True
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -214,6 +224,8 @@ class Api:
         )
         with decision:
             async with self._slots.hold(priority):
+                if not self.fence():
+                    raise NotLeading(f"{method} {path}: this operator does not lead")
                 sent = time.monotonic()
                 self.metrics.write_wait_seconds.labels(label).observe(sent - queued)
                 try:

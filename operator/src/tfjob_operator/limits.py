@@ -8,3 +8,9 @@ MAX_IN_FLIGHT: Final = 32
 #: Jobs reconciled at once. More would only queue their writes (and hold their rendered
 #: children in memory) behind the API server's throughput.
 CONCURRENT_RECONCILES: Final = 32
+
+#: Leader election (leader.py): client-go's defaults.
+LEASE_DURATION_SECONDS: Final = 15.0
+RENEW_DEADLINE_SECONDS: Final = 10.0
+RETRY_PERIOD_SECONDS: Final = 2.0
+LEASE_NAME: Final = "tfjob-operator"

@@ -78,6 +78,16 @@ class Metrics:
             ["resource", "cause"],
             registry=self.registry,
         )
+        self.leader = Gauge(
+            "tfjob_operator_leader",
+            "1 while this operator leads (holds the Lease and renewed it in time), else 0",
+            registry=self.registry,
+        )
+        self.leader_transitions = Gauge(
+            "tfjob_operator_leader_transitions",
+            "How many times the Lease changed holder (its leaseTransitions), as last seen",
+            registry=self.registry,
+        )
         self._states: dict[tuple[str, str], str] = {}
         for kind in ConditionType:
             self.jobs.labels(kind.value).set(0)

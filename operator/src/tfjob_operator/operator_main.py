@@ -2,7 +2,10 @@
 
 Start-up order matters: every cache is filled from a full listing before the first
 reconcile, so no job decides from a partial view of its children. Until then changes are
-only collected; then every job seen is woken once.
+only collected; then every job seen is woken once. With leader election (leader.py) the
+caches are filled all the same, and the operator is ready (`/readyz`) as a standby, but
+the jobs are woken only once it leads; one that stops leading exits (status 1), to come
+back as a candidate.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from .decide import JobView
 from .endpoints import Endpoints
 from .gang import POD_GROUP_APIS, GangSchedulers
 from .kube import Api, Kube
+from .leader import LEASES_PATH, Election, Elector, LeaseRecord
 from .metrics import Metrics
 from .observe import (
     WorkloadObservation,
@@ -83,6 +87,25 @@ def read_workload(body: Mapping[str, Any]) -> tuple[str, JobKey, WorkloadObserva
     return metadata["uid"], key, observe_workload(body)
 
 
+def lease_watch(api: Api, election: Election, elector: Elector) -> Watch[LeaseRecord]:
+    """A watch of the one Lease, whose every change the elector observes."""
+    store: Store[LeaseRecord] = Store()
+
+    def read(body: Mapping[str, Any]) -> tuple[str, JobKey, LeaseRecord]:
+        metadata = body["metadata"]
+        return (
+            metadata["uid"],
+            (metadata["namespace"], metadata["name"]),
+            LeaseRecord.from_body(body),
+        )
+
+    def changed(key: JobKey) -> None:
+        elector.observe(next(iter(store.get(key)), None))
+
+    resource = Resource("leases", LEASES_PATH, field_selector=f"metadata.name={election.lease}")
+    return Watch(api, resource, election.namespace, store, read, changed)
+
+
 class _StartGate:
     """Collects the jobs that changed until every cache is synced, then passes them on."""
 
@@ -113,10 +136,18 @@ async def run_operator(
     max_in_flight: int,
     concurrent_reconciles: int,
     gangs: GangSchedulers,
-) -> None:
+    election: Election | None = None,
+) -> int:
+    """Runs until SIGTERM or SIGINT (0) or until it stops leading (1)."""
     connection = load_connection(kubeconfig)
     metrics = Metrics()
     api = Api(connection, max_in_flight, metrics)
+    elector = None
+    if election is not None:
+        elector = Elector(
+            api, election.namespace, election.lease, election.identity, election.timings, metrics
+        )
+        api.fence = elector.may_write
     caches = Caches(
         jobs=Store(), pods=Store(), services=Store(), workloads=Store(), pod_groups=Store()
     )
@@ -177,9 +208,12 @@ async def run_operator(
         # Kueue's Workloads of queued jobs (queueing.py): Kueue may not be installed.
         workloads = Resource("workloads", KUEUE_WORKLOADS_PATH, KUEUE_JOB_UID_LABEL, optional=True)
         watches.append(Watch(api, workloads, scope, caches.workloads, read_workload, gate.changed))
+    if election is not None and elector is not None:
+        watches.append(lease_watch(api, election, elector))
     for watch in watches:
         watch.restarted = metrics.watch_restarted(watch.resource.name)
-    endpoints = Endpoints(metrics, healthy=lambda: gate.pending is None)
+    synced_flag: list[bool] = []
+    endpoints = Endpoints(metrics, ready=lambda: bool(synced_flag))
     await endpoints.start(health_port, metrics_port)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -187,7 +221,7 @@ async def run_operator(
         loop.add_signal_handler(signum, stopping.set)
     scope_text = f"namespaces {', '.join(namespaces)}" if namespaces else "all namespaces"
     logger.info(
-        "tfjob-operator watching %s of %s on %s; /healthz on :%d, /metrics on :%d",
+        "tfjob-operator watching %s of %s on %s; /healthz and /readyz on :%d, /metrics on :%d",
         " and ".join(a.crd_name for a in apis),
         scope_text,
         connection.server,
@@ -199,22 +233,37 @@ async def run_operator(
     }
     stop = asyncio.create_task(stopping.wait())
     synced = asyncio.create_task(_all_synced(watches))
+    campaign = asyncio.create_task(elector.run() if elector else asyncio.Event().wait())
+    leading = asyncio.create_task(elector.leading.wait() if elector else asyncio.sleep(0))
+    ending = {stop, campaign, *watching}
+    code = 0
     try:
-        done, _ = await asyncio.wait({synced, stop, *watching}, return_when="FIRST_COMPLETED")
-        if done == {synced}:
-            gate.open()
+        done, _ = await asyncio.wait({synced, *ending}, return_when="FIRST_COMPLETED")
+        if synced in done:
+            synced_flag.append(True)
             logger.info("caches synced: %d TFJobs", len(caches.jobs.keys()))
-            done, _ = await asyncio.wait({stop, *watching}, return_when="FIRST_COMPLETED")
+            if elector is not None and not elector.leading.is_set():
+                logger.info("%s is a standby: waiting for the Lease", elector.identity)
+            done, _ = await asyncio.wait({leading, *ending}, return_when="FIRST_COMPLETED")
+            if leading in done:
+                gate.open()
+                done, _ = await asyncio.wait(ending, return_when="FIRST_COMPLETED")
         for task in done & watching:
             task.result()  # a watch ended: re-raise what ended it
+        if campaign in done:
+            campaign.result()
+            code = 1  # it stopped leading: its writes are fenced, and it exits
         logger.info("stopping")
     finally:
-        for task in (synced, stop, *watching):
+        for task in (synced, stop, leading, campaign, *watching):
             task.cancel()
-        await asyncio.gather(synced, stop, *watching, return_exceptions=True)
+        await asyncio.gather(synced, stop, leading, campaign, *watching, return_exceptions=True)
         await controller.stop()
+        if elector is not None and code == 0:
+            await elector.release()
         await endpoints.stop()
         await api.close()
+    return code
 
 
 async def _all_synced(watches: Sequence[Watch[Any]]) -> None:

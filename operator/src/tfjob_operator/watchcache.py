@@ -49,6 +49,7 @@ class Resource:
     #: Another project's resource, which the API server may not serve (its CRD is not
     #: installed): then its store stays empty, and the watch looks again now and then.
     optional: bool = False
+    field_selector: str | None = None
 
     @property
     def name(self) -> str:
@@ -171,6 +172,8 @@ class Watch(Generic[T]):
         params = dict(extra)
         if self.resource.label_selector:
             params["labelSelector"] = self.resource.label_selector
+        if self.resource.field_selector:
+            params["fieldSelector"] = self.resource.field_selector
         return params
 
     async def _list(self) -> str | None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client, config
 
 from tfjob_localcluster import diagnose
@@ -28,6 +29,12 @@ SELECTOR = f"app.kubernetes.io/name=tfjob-operator,app.kubernetes.io/instance={R
 
 class InstallError(RuntimeError):
     pass
+
+
+def default_values() -> dict[str, Any]:
+    """The chart's values.yaml."""
+    values: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text())
+    return values
 
 
 def helm_environment() -> dict[str, str]:

@@ -1,0 +1,180 @@
+"""The operators under test: two candidates electing a leader on one Lease, as the chart
+runs them, each a process of this checkout with a user of its own (so that the API
+server's audit log tells their requests apart).
+
+A candidate that exits by itself (a leader that lost its Lease exits, to come back as a
+candidate) is started again under the same name, as the kubelet restarts a pod's
+container; a candidate whose pod is gone (killed, its node lost) is succeeded by a new one
+(a new pod: a new name), which cannot take over a Lease before it expires; a rolling
+update replaces each candidate by a new one, the new one first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.operator_process import (
+    DEFAULT_COMMAND,
+    DEFAULT_METRICS_URL,
+    DEFAULT_READY_URL,
+    ERROR_LINE,
+    OperatorCommand,
+    OperatorProcess,
+)
+from bench.promtext import counters
+from chaos.verdict import OperatorFigures
+from tfjob_localcluster.cluster import LocalCluster
+from tfjob_localcluster.rest import Rest, RestError
+
+#: The namespace of the Lease, as the chart's release namespace.
+LEASE_NAMESPACE = "tfjob-system"
+LEASE = "tfjob-operator"
+#: Every candidate's certificate carries this group, which the audit policy records.
+GROUP = "tfjob-operators"
+READY_SECONDS = 60
+
+
+class CandidateError(RuntimeError):
+    pass
+
+
+@dataclass
+class Candidate:
+    identity: str
+    process: OperatorProcess
+
+
+@dataclass
+class Candidates:
+    cluster: LocalCluster
+    rest: Rest
+    state_dir: Path
+    say: Callable[[str], None]
+    #: The candidates running now (or killed, until they start again).
+    running: list[Candidate] = field(default_factory=list)
+    #: Every candidate the run had, replaced ones too.
+    every: list[Candidate] = field(default_factory=list)
+    counted: Counter[str] = field(default_factory=Counter)
+    starts: int = 0
+    #: Exits candidates made by themselves (a leader that lost its Lease exits).
+    exits: int = 0
+
+    def start(self, count: int = 2) -> None:
+        """`count` candidates, the first one started and ready before the others, so that
+        it leads."""
+        for _ in range(count):
+            self.running.append(self._new())
+            self._start(self.running[-1])
+
+    def leader(self) -> Candidate | None:
+        """The candidate the Lease names, if it is one of the running ones."""
+        try:
+            lease = self.rest.request(
+                "GET",
+                f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{LEASE}",
+            )
+        except (RestError, OSError):
+            return None
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        return next((c for c in self.running if c.identity == holder), None)
+
+    def wait_leader(self, timeout: float = 60) -> Candidate:
+        deadline = time.monotonic() + timeout
+        while (found := self.leader()) is None:
+            self.supervise()
+            if time.monotonic() > deadline:
+                raise CandidateError(f"no candidate took the Lease in {timeout:g}s")
+            time.sleep(0.2)
+        return found
+
+    def supervise(self) -> None:
+        """Starts again a candidate that exited by itself, as the kubelet would."""
+        for candidate in self.running:
+            if not candidate.process.process.running():
+                self.exits += 1
+                self.say(f"{candidate.identity} exited; starting it again")
+                self._start(candidate)
+
+    def kill(self, candidate: Candidate) -> None:
+        """SIGKILL; it stays down until `restart`."""
+        self._collect(candidate)
+        candidate.process.process.kill()
+
+    def restart(self, candidate: Candidate) -> None:
+        """The same candidate again (a container restarted in its pod: the same name)."""
+        self._start(candidate)
+
+    def succeed(self, dead: Candidate) -> Candidate:
+        """A new candidate in place of a dead one (its pod recreated: a new name)."""
+        self.running.remove(dead)
+        new = self._new()
+        self._start(new)
+        self.running.append(new)
+        return new
+
+    def replace(self, old: Candidate) -> Candidate:
+        """A rolling update's step: a new candidate started and ready, then the old one
+        stopped (SIGTERM: a leader gives its Lease up)."""
+        new = self._new()
+        self._start(new)
+        self.running.append(new)
+        self._collect(old)
+        old.process.stop()
+        self.running.remove(old)
+        return new
+
+    def stop(self) -> None:
+        for candidate in self.running:
+            self._collect(candidate)
+            candidate.process.stop()
+
+    def figures(self) -> OperatorFigures:
+        restarts: Counter[str] = Counter()
+        for key, value in self.counted.items():
+            if key.startswith("tfjob_operator_watch_restarts_total{"):
+                cause = key.partition("cause=")[2].split(",")[0].rstrip("}")
+                restarts[cause] += value
+        lines = [line for c in self.every for line in c.process.log_lines()]
+        return OperatorFigures(
+            starts=self.starts,
+            reconcile_errors=self.counted["tfjob_operator_reconcile_errors_total"],
+            watch_restarts=dict(restarts),
+            error_lines=sum(1 for line in lines if ERROR_LINE.search(line)),
+        )
+
+    def _new(self) -> Candidate:
+        identity = f"operator-{len(self.every) + 1}"
+        assert self.cluster.control_plane is not None
+        kubeconfig = self.cluster.control_plane.client_kubeconfig(
+            identity, identity, ("system:masters", GROUP)
+        )
+        template = (
+            f"{DEFAULT_COMMAND} --leader-elect --leader-election-namespace={LEASE_NAMESPACE} "
+            f"--leader-election-id={LEASE} --leader-election-identity={identity}"
+        )
+        command = OperatorCommand(template, DEFAULT_READY_URL, DEFAULT_METRICS_URL)
+        log = self.state_dir / f"{identity}.log"
+        candidate = Candidate(identity, OperatorProcess(command, kubeconfig, log, user=identity))
+        self.every.append(candidate)
+        return candidate
+
+    def _start(self, candidate: Candidate) -> None:
+        candidate.process.start()
+        self.starts += 1
+        deadline = time.monotonic() + READY_SECONDS
+        while not candidate.process.answers():
+            candidate.process.check()
+            if time.monotonic() > deadline:
+                raise CandidateError(
+                    f"{candidate.identity} was not ready in {READY_SECONDS}s; last lines of "
+                    f"its log:\n{candidate.process.process.tail()}"
+                )
+            time.sleep(0.2)
+
+    def _collect(self, candidate: Candidate) -> None:
+        if candidate.process.process.running():
+            self.counted.update(counters(candidate.process.metrics(), "tfjob_operator_"))
