@@ -10,10 +10,11 @@ have passed), then deletes the jobs and lists what is left of their pods and ser
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import yaml
@@ -145,9 +146,10 @@ def _run(
     finally:
         watcher.stop()
     operators.stop()
-    return judge(
+    records = journal.snapshot()
+    verdict = judge(
         jobs,
-        journal.snapshot(),
+        records,
         faults,
         leftovers,
         operators.figures(),
@@ -158,6 +160,11 @@ def _run(
         },
         time.monotonic() - clock,
     )
+    if not verdict.ok:
+        # What the harness saw, beside the cluster's logs and the audit log it keeps.
+        lines = (json.dumps(asdict(record)) for record in records)
+        (audit_log.parent / "journal.jsonl").write_text("\n".join(lines) + "\n")
+    return verdict
 
 
 def _wait(seconds: float, check: Callable[[], None]) -> None:

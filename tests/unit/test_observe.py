@@ -77,3 +77,50 @@ def test_image_pull_error_is_the_pending_reason() -> None:
     main = {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}}
     observed = observe_pod(body("Pending", main))
     assert (observed.pending_reason, observed.pending_message) == ("ImagePullBackOff", "not found")
+
+
+def exited_one(finished: str = "2026-11-25T22:38:03Z") -> dict:
+    return {"state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": finished}}}
+
+
+def test_a_container_that_exited_under_restart_policy_never_has_failed_before_the_phase_moves() -> (
+    None
+):
+    """The kubelet reports the exit code first, the phase once the sandbox is gone."""
+    reported = body("Running", exited_one())
+    reported["spec"] = {"restartPolicy": "Never", "nodeName": "node-a"}
+    assert observe_pod(reported).failure == Failure(1, "Error", "", disrupted=False)
+    # Under OnFailure the kubelet runs it again in place: not a failure of the replica.
+    reported["spec"]["restartPolicy"] = "OnFailure"
+    assert observe_pod(reported).failure is None
+
+
+def taint_evicted(pod: dict, at: str) -> dict:
+    pod["metadata"]["deletionTimestamp"] = at
+    pod["status"]["conditions"] = [
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "DeletionByTaintManager",
+            "lastTransitionTime": at,
+        }
+    ]
+    return pod
+
+
+def test_an_exit_before_the_node_was_lost_decides_and_a_later_eviction_does_not() -> None:
+    """Its exit code was reported, then the node was lost before the phase moved, and the
+    pod was evicted: it had failed by itself (a permanent exit stays permanent)."""
+    failed_first = taint_evicted(body("Running", exited_one()), "2026-11-25T22:38:39Z")
+    failed_first["spec"] = {"restartPolicy": "Never", "nodeName": "node-a"}
+    assert observe_pod(failed_first).failure == Failure(1, "Error", "", disrupted=False)
+    # Killed with the node: the kubelet reports the exit once the node is back, after the
+    # eviction; the disruption decides.
+    killed = taint_evicted(
+        body("Failed", exited_one("2026-11-25T22:39:10Z")), "2026-11-25T22:38:39Z"
+    )
+    killed["spec"] = {"restartPolicy": "Never", "nodeName": "node-a"}
+    failure = observe_pod(killed).failure
+    assert failure is not None
+    assert failure.disrupted
+    assert failure.reason == "DeletionByTaintManager"

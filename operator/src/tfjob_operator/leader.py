@@ -208,6 +208,7 @@ class Elector:
         self.renewed_at: float | None = None
         self.leading = asyncio.Event()
         self._seen = asyncio.Event()
+        self._background: set[asyncio.Task[None]] = set()
 
     # -- what the watch of the Lease and the API client ask -----------------------------
 
@@ -293,7 +294,10 @@ class Elector:
             self.name,
             previous or "nobody",
         )
-        await self._event(previous)
+        # Posted beside the election: leading never waits for an event.
+        task = asyncio.create_task(self._event(previous))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
         return True
 
     async def _renew(self) -> None:

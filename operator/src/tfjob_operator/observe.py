@@ -20,6 +20,7 @@ from .api import (
     ReplicaType,
 )
 from .spec import Replica
+from .timeutil import from_rfc3339
 
 _TYPES_BY_LABEL = {t.label: t for t in ReplicaType}
 #: Pod status reasons the kubelet sets when it, not the container, ended the pod.
@@ -259,9 +260,7 @@ def observe_pod(body: Mapping[str, Any]) -> PodObservation:
         phase=phase,
         terminating=terminating,
         succeeded=phase == "Succeeded" or _exited_zero(main),
-        failure=_failure(
-            status, main, phase, terminating, (body.get("spec") or {}).get("nodeName")
-        ),
+        failure=_failure(status, main, phase, terminating, body.get("spec") or {}),
         container_restarts=sum(
             int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or []
         ),
@@ -301,27 +300,61 @@ def _failure(
     main: Mapping[str, Any],
     phase: str,
     terminating: bool,
-    node: str | None,
+    spec: Mapping[str, Any],
 ) -> Failure | None:
+    """Why the pod failed, if it did.
+
+    Under restartPolicy Never (the replicas' ExitCode and Never policies), a main container
+    that exited non-zero has failed: the kubelet reports its exit code first and moves the
+    phase on only once the pod's sandbox is gone, and a node lost in between would leave
+    the pod Running until it is evicted. An exit that came before the pod was disrupted
+    (its container's finishedAt before the DisruptionTarget condition) decides: the
+    eviction only took away a container that had already failed.
+    """
     disruption = _disruption(status)
+    node = spec.get("nodeName") or ""
+    terminated: Mapping[str, Any] | None = (main.get("state") or {}).get("terminated")
+    if (
+        terminated is not None
+        and (
+            phase == "Failed"
+            or (spec.get("restartPolicy") == "Never" and terminated.get("exitCode"))
+        )
+        and (disruption is None or _exited_before_disruption(terminated, status))
+    ):
+        return Failure(
+            exit_code=terminated.get("exitCode"),
+            reason=terminated.get("reason") or "Error",
+            message=(terminated.get("message") or "").strip(),
+            disrupted=False,
+        )
     if phase == "Failed":
-        terminated = (main.get("state") or {}).get("terminated")
-        if disruption is None and terminated is not None:
-            return Failure(
-                exit_code=terminated.get("exitCode"),
-                reason=terminated.get("reason") or "Error",
-                message=(terminated.get("message") or "").strip(),
-                disrupted=False,
-            )
         reason, message = disruption or (
             status.get("reason") or "PodFailed",
             status.get("message") or "the pod failed before its container ran",
         )
-        return Failure(None, reason, message, disrupted=True, node=node or "")
+        return Failure(None, reason, message, disrupted=True, node=node)
     if terminating and phase != "Succeeded":
         reason, message = disruption or ("PodDeleted", "the pod was deleted")
-        return Failure(None, reason, message, disrupted=True, node=node or "")
+        return Failure(None, reason, message, disrupted=True, node=node)
     return None
+
+
+def _exited_before_disruption(terminated: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """Whether the container finished before the DisruptionTarget condition was set (both
+    in whole seconds; a tie goes to the disruption)."""
+    finished = terminated.get("finishedAt")
+    disrupted = next(
+        (
+            c.get("lastTransitionTime")
+            for c in status.get("conditions") or []
+            if c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        ),
+        None,
+    )
+    if not finished or not disrupted:
+        return False
+    return from_rfc3339(str(finished)) < from_rfc3339(str(disrupted))
 
 
 def _pending_reason(
