@@ -40,7 +40,7 @@ import aiohttp
 import orjson
 
 from .connection import SERVICE_ACCOUNT_DIR
-from .kube import Api, ApiError, raise_for, unavailable
+from .kube import Api, ApiError, collection_path, raise_for, unavailable
 from .limits import LEASE_DURATION_SECONDS, RENEW_DEADLINE_SECONDS, RETRY_PERIOD_SECONDS
 from .metrics import Metrics
 from .timeutil import now as wall_now
@@ -200,7 +200,7 @@ class Elector:
         self.metrics = metrics
         self.monotonic = monotonic
         self.wall = wall
-        self.path = f"{LEASES_PATH}/namespaces/{namespace}/leases"
+        self.path = collection_path(namespace, "leases", LEASES_PATH)
         self.record: LeaseRecord | None = None
         self.observed_at = monotonic()
         #: When the last successful renewal (or the taking) was sent; writes are allowed
@@ -252,6 +252,7 @@ class Elector:
 
     async def _wait_for_a_chance(self) -> None:
         """Until the Lease changes, may have expired, or a retry period has passed."""
+        self._seen.clear()
         wait = self.timings.retry_period
         record = self.record
         if record is not None and record.holder not in ("", self.identity):
@@ -259,7 +260,6 @@ class Elector:
             # Until it expires; once it has, a try that failed is retried a period later.
             if expires > 0:
                 wait = min(expires, self.timings.lease_duration)
-        self._seen.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._seen.wait(), wait)
 
