@@ -124,3 +124,12 @@ def test_an_exit_before_the_node_was_lost_decides_and_a_later_eviction_does_not(
     assert failure is not None
     assert failure.disrupted
     assert failure.reason == "DeletionByTaintManager"
+
+
+def test_a_replica_whose_container_failed_is_no_longer_active_for_the_clean_up() -> None:
+    """cleanPodPolicy Running deletes active pods: a failed chief's stays, for its log."""
+    reported = body("Running", exited_one())
+    reported["spec"] = {"restartPolicy": "Never"}
+    observed = observe_pod(reported)
+    assert not observed.active
+    assert not observed.running

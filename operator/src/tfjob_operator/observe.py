@@ -78,7 +78,14 @@ class PodObservation:
 
     @property
     def active(self) -> bool:
-        return not self.terminating and self.phase in ("Pending", "Running") and not self.succeeded
+        """Pending or running, its container neither done nor failed (a container that
+        exited is done before the kubelet moves the phase on)."""
+        return (
+            not self.terminating
+            and self.phase in ("Pending", "Running")
+            and not self.succeeded
+            and self.failure is None
+        )
 
     @property
     def running(self) -> bool:
