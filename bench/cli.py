@@ -28,7 +28,7 @@ from bench.operator_process import (
 from bench.operator_run import run_operator
 from bench.settings import Settings
 from bench.shape import DEFAULT_SHAPE, ShapeError, parse_shape
-from tfjob_localcluster import binaries
+from tfjob_localcluster import binaries, statedirs
 
 DEFAULT_CRD = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
 DEFAULT_OUTPUT = ROOT / "bench" / "results"
@@ -172,14 +172,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # A control plane reuses the etcd data it finds: an old run's objects would count.
         print(f"error: --work-dir {args.work_dir} is not empty", file=sys.stderr)
         return 2
-    work_dir = args.work_dir or binaries.new_state_dir("bench", "run-")
+    work_dir = args.work_dir or statedirs.new_state_dir("bench", "run-")
     try:
         settings = settings_from(args, work_dir.resolve())
         binaries.locate(*binaries.CONTROL_PLANE, "kwok")
     except (UsageError, binaries.MissingBinaryError) as error:
         print(f"error: {error}", file=sys.stderr)
         if args.work_dir is None:
-            shutil.rmtree(work_dir, ignore_errors=True)
+            statedirs.remove(work_dir)
         return 2
     json_path = args.output_dir / f"{args.name}.json"
     png_path = args.output_dir / f"{args.name}.png"
@@ -199,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (Exception, KeyboardInterrupt) as error:
         _write(json_path, report.document(settings, started, runs, error=repr(error)))
         say(f"failed: {error}")
+        if args.work_dir is None:
+            statedirs.keep(work_dir)
         say(f"cluster state and logs kept in {work_dir}; partial results in {json_path}")
         return 1
     doc = report.document(settings, started, runs)
@@ -206,7 +208,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bench.plot import plot  # matplotlib's import is slow: only when there is a plot
 
     plot(doc, png_path)
-    if not args.keep_state:
+    if args.keep_state:
+        if args.work_dir is None:
+            statedirs.keep(work_dir)
+    elif args.work_dir is None:
+        statedirs.remove(work_dir)
+    else:
         shutil.rmtree(work_dir, ignore_errors=True)
     print(report.header(doc))
     print()

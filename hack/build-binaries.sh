@@ -24,6 +24,8 @@ cache=${TFJOB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfjob-operator}
 # (tfjob_localcluster.gomodule.go_env does the same for Python's `go` calls).
 # -modcacherw leaves the module cache writable, so `rm -rf` removes it. An interrupted
 # build leaves its work directory in the cache's tmp/, not the host's /tmp.
+own_gocache=no
+[ -n "${GOCACHE:-}" ] || own_gocache=yes
 export GOPATH=${GOPATH:-$cache/go} GOCACHE=${GOCACHE:-$cache/go-build} GOTMPDIR=$cache/tmp
 mkdir -p "$GOTMPDIR"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -modcacherw -buildvcs=false"
@@ -86,6 +88,7 @@ install_from() {
   mkdir -p "$dir"
   for name in "$@"; do mv -f "$scratch/$name" "$dir/$name"; done
   rm -rf "$scratch"
+  built=yes
 }
 
 # A module of our own that requires the tool's module, so its replace directives
@@ -314,4 +317,11 @@ for tool in "${tools[@]}"; do
     *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, coredns, helm, kwok, kind, kueue, registry, scheduler-plugins, volcano, nodetools, all)" >&2; exit 2 ;;
   esac
 done
+# The compiled packages (about 10 GB once every tool is built) serve only the next build of
+# a new version, which Go's module cache (kept) already makes offline: the project's own
+# build cache is emptied once something was built.
+if [ "${built:-}" = yes ] && [ "$own_gocache" = yes ]; then
+  log "emptying Go's build cache ($(du -sh "$GOCACHE" | cut -f1)): the binaries are built"
+  go clean -cache
+fi
 for tool in "${tools[@]}"; do printf '%-10s %s\n' "$tool" "$(tool_dir "$tool")"; done

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,14 +81,6 @@ def cache_root() -> Path:
         return Path(explicit).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(xdg) / "tfjob-operator"
-
-
-def new_state_dir(kind: str, prefix: str) -> Path:
-    """A new directory of one run's state under the cache's `kind`/ (mkdtemp makes it 0700):
-    runs keep what a failure leaves for reading there, never outside the cache."""
-    parent = cache_root() / kind
-    parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
 
 
 def nodetools_version(source: Path = NODETOOLS) -> str:

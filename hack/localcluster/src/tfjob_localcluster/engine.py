@@ -16,6 +16,9 @@ apt), it installs Debian's `docker.io` if `dockerd` is missing and runs a privat
   CAP_SYS_RESOURCE (see capabilities.py), so `docker run --privileged` works for kind.
 
 It is stopped when the `with` block ends; its data stays, so the next build is warm.
+An engine this run starts serves no other run yet, so whatever containers, volumes and
+networks it holds were left by a run that was killed (a kind node keeps gigabytes in its
+volume): they are removed once it answers, before anything else runs.
 
     with DockerEngine(say=print) as engine:
         engine.docker("build", ...)
@@ -181,3 +184,13 @@ class DockerEngine:
                     f"{self.process.log_path}:\n{self.process.tail()}"
                 )
             time.sleep(0.5)
+        self._remove_leftovers()
+
+    def _remove_leftovers(self) -> None:
+        """Removes the containers (with their volumes), volumes and networks of killed runs."""
+        left = self.docker("ps", "--all", "--quiet").split()
+        if left:
+            self.say(f"removing {len(left)} container(s) a killed run left in the engine")
+            self.docker("rm", "--force", "--volumes", *left)
+        self.docker("volume", "prune", "--force")
+        self.docker("network", "prune", "--force")

@@ -8,7 +8,8 @@ Load it from `tests/conftest.py` with `pytest_plugins = ["tfjob_localcluster.pyt
   `cluster/` in `cluster_state_root`.
 - `cluster_state_root` (session): where the session's clusters keep their state:
   `<cache>/test-clusters/session-*/`, closed to other users as root's home is; removed
-  after a passing session and kept, with its path printed, when a test failed.
+  after a passing session and kept, with its path printed, when a test failed (without
+  the images its nodes and registry held; statedirs.py).
 - `project_images` (session): the operator and trainer images, loaded into that cluster.
 - `kubeconfig` (session): the admin kubeconfig path, as a string.
 - `kubectl` (session): `kubectl("get", "pods", "-n", ns)` runs the pinned kubectl with
@@ -24,7 +25,6 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from tfjob_localcluster.binaries import new_state_dir
+from tfjob_localcluster import statedirs
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import BUSYBOX, PROJECT_IMAGES
 
@@ -103,11 +103,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def cluster_state_root(request: pytest.FixtureRequest) -> Iterator[Path]:
     """The session's directory for clusters' state, in the cache, closed to other users:
     removed after a passing session, kept after a failure."""
-    root = new_state_dir("test-clusters", "session-")
+    root = statedirs.new_state_dir("test-clusters", "session-")
     request.config.stash[_STATE_DIR_KEY] = root
     yield root
-    if not request.config.stash[_FAILED_KEY]:
-        shutil.rmtree(root, ignore_errors=True)
+    if request.config.stash[_FAILED_KEY]:
+        statedirs.keep(root)
+    else:
+        statedirs.remove(root)
         del request.config.stash[_STATE_DIR_KEY]
 
 
