@@ -8,7 +8,8 @@ emulated), and pushes an index of several platforms' images with its digest. Her
   `<cache>/buildah/storage`, so a second release reuses every unchanged layer;
 - every call runs in a mount namespace of its own (private_run): its mounts, its
   runtime files in /run and the blob cache it would keep in /var/lib/containers never
-  reach the host; its temporary files go to the cache's tmp/;
+  reach the host; its temporary files go to the cache's tmp/ (TMPDIR, and a bind over
+  /var/tmp, where some of them go whatever TMPDIR says);
 - build steps run with chroot isolation and the host's network (no runtime, no CNI).
 """
 
@@ -34,6 +35,13 @@ class BuildahError(RuntimeError):
     pass
 
 
+def temporary() -> Path:
+    """Where buildah's temporary files go: the cache's tmp/."""
+    tmp = cache_root() / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    return tmp
+
+
 class Buildah:
     def __init__(self, say: Callable[[str], None] = print, root: Path | None = None) -> None:
         self.root = root or cache_root() / "buildah"
@@ -47,13 +55,19 @@ class Buildah:
 
     def argv(self, *args: str) -> list[str]:
         """The command line that runs `buildah args...` in a namespace of its own."""
-        return private_run.command(self.raw(*args), read_only=PRIVATE_READ_ONLY)
+        return self.private(self.raw(*args))
+
+    @staticmethod
+    def private(argv: Sequence[str]) -> list[str]:
+        """The command line that runs `argv` (buildah's, or a script calling `raw()`) in
+        a mount namespace of its own, as every buildah call here runs."""
+        return private_run.command(
+            argv, read_only=PRIVATE_READ_ONLY, binds={"/var/tmp": temporary()}
+        )
 
     def environment(self) -> dict[str, str]:
-        tmp = cache_root() / "tmp"
-        tmp.mkdir(parents=True, exist_ok=True)
         # buildah keeps big temporary files in TMPDIR (default /var/tmp).
-        return {**os.environ, "TMPDIR": str(tmp)}
+        return {**os.environ, "TMPDIR": str(temporary())}
 
     def __call__(self, *args: str, timeout: float = 3600) -> str:
         """Runs `buildah args...`; its output, or BuildahError with its last lines."""

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.bases import Bases
-from release.buildah import PRIVATE_READ_ONLY, Buildah, BuildahError
+from release.buildah import Buildah, BuildahError
 from release.plan import Image, Plan
-from tfjob_localcluster import emulation, packages, private_run
+from tfjob_localcluster import emulation, packages
 from tfjob_localcluster.platforms import host_architecture, platform_args
 from tfjob_operator import published
 
@@ -134,7 +134,7 @@ class ImageBuilder:
             )
         )
         done = subprocess.run(
-            private_run.command(["sh", "-c", script], read_only=PRIVATE_READ_ONLY),
+            self.buildah.private(["sh", "-c", script]),
             capture_output=True,
             text=True,
             env=self.buildah.environment(),

@@ -291,6 +291,15 @@ def test_a_private_run_command_enters_a_mount_namespace_then_this_module() -> No
     assert overlaid[-2:] == ["--etc-upper=/state/etc", "kueue"]
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace needs root")
+def test_a_private_runs_bind_takes_what_the_command_writes_there(tmp_path: Path) -> None:
+    probe = f"probe-{os.getpid()}"
+    write = ["sh", "-c", f"echo written > /var/tmp/{probe}"]
+    subprocess.run(private_run.command(write, binds={"/var/tmp": tmp_path}), check=True)
+    assert (tmp_path / probe).read_text() == "written\n"
+    assert not (Path("/var/tmp") / probe).exists()
+
+
 def test_children_named_finds_a_child_by_its_command_name_until_it_exits() -> None:
     child = subprocess.Popen(["sleep", "30"])
     try:

@@ -1,6 +1,7 @@
 """`python -m tfjob_localcluster.private_run [--etc-upper=DIR] [--read-only=PATH]...
-COMMAND...`: COMMAND in a private /run and /opt, with --etc-upper an /etc whose changes
-stay in DIR, and with --read-only PATH unwritable.
+[--bind=DIR:PATH]... COMMAND...`: COMMAND in a private /run and /opt, with --etc-upper an
+/etc whose changes stay in DIR, with --read-only PATH unwritable, and with --bind DIR seen
+at PATH.
 
 Started inside a new mount namespace (`unshare --mount --propagation=private`): covers
 /run and /opt with tmpfs of this namespace only (keeping visible the directory of any
@@ -19,13 +20,16 @@ certificate from a fixed path under /etc). DIR's sibling `<DIR>.work` is overlay
 With `--read-only=PATH`, PATH is a read-only bind of itself: a program that would make
 a directory there and can do without it (buildah's blob cache in /var/lib/containers)
 leaves nothing on the host.
+
+With `--bind=DIR:PATH`, what the command writes to PATH goes to DIR: buildah writes
+temporary files in /var/tmp whatever TMPDIR says, and they go to the cache's tmp/.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tfjob_localcluster.node.mounts import MS_BIND, MS_RDONLY, cover, mount
@@ -34,6 +38,7 @@ from tfjob_localcluster.packages import SYSTEM_PATH
 COVERED = ("/run", "/opt")
 ETC_UPPER = "--etc-upper="
 READ_ONLY = "--read-only="
+BIND = "--bind="
 MS_REMOUNT = 0x20
 
 
@@ -49,11 +54,16 @@ def paths_in(argv: list[str]) -> list[str]:
 
 
 def command(
-    argv: Sequence[str], etc_upper: Path | None = None, read_only: Sequence[str] = ()
+    argv: Sequence[str],
+    etc_upper: Path | None = None,
+    read_only: Sequence[str] = (),
+    binds: Mapping[str, Path] | None = None,
 ) -> list[str]:
-    """The command line that runs `argv` through this module in a new mount namespace."""
+    """The command line that runs `argv` through this module in a new mount namespace;
+    `binds` maps a path to the directory seen there."""
     options = [] if etc_upper is None else [f"{ETC_UPPER}{etc_upper}"]
     options += [f"{READ_ONLY}{path}" for path in read_only]
+    options += [f"{BIND}{source}:{target}" for target, source in (binds or {}).items()]
     return [
         "unshare", "--mount", "--propagation=private",
         sys.executable, "-m", "tfjob_localcluster.private_run", *options, *argv,
@@ -73,12 +83,15 @@ def make_read_only(path: str) -> None:
 
 def main() -> None:
     argv = sys.argv[1:]
-    while argv and argv[0].startswith((ETC_UPPER, READ_ONLY)):
+    while argv and argv[0].startswith((ETC_UPPER, READ_ONLY, BIND)):
         option = argv.pop(0)
         if option.startswith(ETC_UPPER):
             overlay_etc(option.removeprefix(ETC_UPPER))
-        else:
+        elif option.startswith(READ_ONLY):
             make_read_only(option.removeprefix(READ_ONLY))
+        else:
+            source, target = option.removeprefix(BIND).split(":", 1)
+            mount(source, target, None, MS_BIND)
     keep = [os.path.dirname(path) for path in paths_in(argv)]
     for directory in COVERED:
         cover(directory, None, keep)
