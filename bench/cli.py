@@ -7,7 +7,6 @@ import argparse
 import datetime
 import json
 import re
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -208,13 +207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bench.plot import plot  # matplotlib's import is slow: only when there is a plot
 
     plot(doc, png_path)
-    if args.keep_state:
-        if args.work_dir is None:
-            statedirs.keep(work_dir)
-    elif args.work_dir is None:
+    if not args.keep_state:
         statedirs.remove(work_dir)
-    else:
-        shutil.rmtree(work_dir, ignore_errors=True)
+    elif args.work_dir is None:
+        statedirs.keep(work_dir)
     print(report.header(doc))
     print()
     print(report.table(doc))

@@ -192,17 +192,15 @@ def assert_runs_pinned(target: Target, pinned: str) -> None:
     core = client.CoreV1Api(target.api)
     # After an upgrade the previous operator's pods terminate for a while: wait them out.
     deadline = time.monotonic() + ROLLOUT_TIMEOUT
-    while {p.spec.containers[0].image for p in core.list_namespaced_pod(NAMESPACE).items} != {
-        pinned
-    }:
+    while True:
+        running = core.list_namespaced_pod(NAMESPACE).items
+        if {p.spec.containers[0].image for p in running} == {pinned}:
+            break
         assert time.monotonic() < deadline, (
             f"pods in {NAMESPACE} still not all running {pinned} after {ROLLOUT_TIMEOUT}s: "
             + target.kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide").stdout
         )
         time.sleep(1)
-    running = core.list_namespaced_pod(NAMESPACE).items
-    assert running
-    assert {p.spec.containers[0].image for p in running} == {pinned}
     printed = target.kubectl("get", "pods", "-n", NAMESPACE, "-o", "jsonpath={..image}").stdout
     log.info("kubectl get pods -n %s -o jsonpath='{..image}': %s", NAMESPACE, printed)
     for image in printed.split():

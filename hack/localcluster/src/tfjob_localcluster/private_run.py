@@ -83,6 +83,7 @@ def make_read_only(path: str) -> None:
 
 def main() -> None:
     argv = sys.argv[1:]
+    binds: list[tuple[str, str]] = []
     while argv and argv[0].startswith((ETC_UPPER, READ_ONLY, BIND)):
         option = argv.pop(0)
         if option.startswith(ETC_UPPER):
@@ -91,10 +92,12 @@ def main() -> None:
             make_read_only(option.removeprefix(READ_ONLY))
         else:
             source, target = option.removeprefix(BIND).split(":", 1)
-            mount(source, target, None, MS_BIND)
+            binds.append((target, source))
     keep = [os.path.dirname(path) for path in paths_in(argv)]
     for directory in COVERED:
         cover(directory, None, keep)
+    for target, source in binds:
+        cover(target, source, keep)
     os.execvpe(argv[0], argv, {**os.environ, "PATH": SYSTEM_PATH})
 
 
