@@ -290,7 +290,15 @@ def test_get_prints_state_and_replica_columns(
     assert put_status(kubectl, namespace, "job", OPERATOR_STATUS).returncode == 0
 
     printed = kubectl("get", "tfj", "-n", namespace).stdout.splitlines()
-    assert printed[0].split() == ["NAME", "STATE", "ACTIVE", "SUCCEEDED", "RESTARTS", "AGE"]
+    assert printed[0].split() == [
+        "NAME",
+        "STATE",
+        "REASON",
+        "ACTIVE",
+        "SUCCEEDED",
+        "RESTARTS",
+        "AGE",
+    ]
     assert [line.split()[0] for line in printed[1:]] == ["job"]
 
     # The rows kubectl prints come from the server's Table; read one together with the
@@ -306,17 +314,29 @@ def test_get_prints_state_and_replica_columns(
         _return_http_data_only=True,
     )
     columns = [column["name"] for column in table["columnDefinitions"]]
-    assert columns == ["Name", "State", "Active", "Succeeded", "Restarts", "Age"]
+    assert columns == [
+        "Name",
+        "State",
+        "Reason",
+        "Active",
+        "Succeeded",
+        "Restarts",
+        "Age",
+        "Message",
+    ]
     (row,) = table["rows"]
     status = row["object"]["status"]
     assert status["state"]
-    assert row["cells"][:5] == [
+    running = next((c for c in status["conditions"] if c["type"] == "Running"), {})
+    assert row["cells"][:6] == [
         "job",
         status["state"],
+        running.get("reason", ""),
         status.get("activeReplicas"),
         status.get("succeededReplicas"),
         status.get("restartCount"),
     ]
+    assert row["cells"][7] == running.get("message", "")
 
     for category in ("tfjob-operator", "ml"):
         listed = kubectl("get", category, "-n", namespace, "-o", "name")

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from support.fixtures import INVALID_POD_GRACE_SECONDS
 from support.operator_process import OperatorProcess
+from support.tfjob_manifests import POD_API, REJECTED, Rejected
 from support.tfjobs import SHELL_IMAGE, TFJobs, condition, shell_replica, tfjob
 
 from tfjob_localcluster.pytest_plugin import Kubectl
@@ -22,6 +24,7 @@ from tfjob_localcluster.pytest_plugin import Kubectl
 pytestmark = pytest.mark.integration
 
 KUBEFLOW = "kubeflow.org"
+POD_API_CASES = [case for case in REJECTED if case.server_only == POD_API]
 SLEEP = "sleep 3600"
 #: Worker 0 succeeds (and so the job) when the test creates /done in it.
 WORKER_0_EXITS_LATER = (
@@ -195,3 +198,39 @@ def test_a_kubeflow_job_is_deleted_with_its_children(kubeflow_jobs: TFJobs) -> N
     with pytest.raises(client.ApiException) as gone:
         kubeflow_jobs.get("short")
     assert gone.value.status == 404
+
+
+@pytest.mark.parametrize("case", POD_API_CASES, ids=[case.id for case in POD_API_CASES])
+def test_the_kubeflow_crd_accepts_the_pods_kubeflows_accepts(
+    kubeflow_operator: OperatorProcess, kubectl: Kubectl, namespace: str, case: Rejected
+) -> None:
+    """tfjob.dev refuses at apply what the Pod API would; kubeflow.org accepts what Kubeflow's
+    CRD accepts, and reports the refused pod in the job's conditions instead."""
+    body = {**case.manifest, "apiVersion": "kubeflow.org/v1"}
+    result = kubectl(
+        "apply", "--dry-run=server", "-n", namespace, "-f", "-", input=json.dumps(body), check=False
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_kubeflow_job_whose_pod_is_refused_says_why_and_fails_after_the_grace(
+    kubeflow_jobs: TFJobs,
+) -> None:
+    worker = shell_replica(SLEEP)
+    worker["template"]["spec"]["containers"][0]["volumeMounts"] = [
+        {"name": "data", "mountPath": "/data"}
+    ]
+    kubeflow_jobs.create(kubeflow_tfjob("mounts", {"Worker": worker}))
+    job = kubeflow_jobs.wait_for(
+        "mounts",
+        lambda j: (condition(j, "Running") or {}).get("reason") == "FailedCreatePod",
+        "the refused pod in the Running condition",
+        10,
+    )
+    message = (condition(job, "Running") or {})["message"]
+    assert message.startswith("worker-0: the API server refused its pod (422 Invalid): ")
+    assert 'volumeMounts[0].name: Not found: "data"' in message
+    failed = kubeflow_jobs.wait_state("mounts", "Failed", INVALID_POD_GRACE_SECONDS + 15)
+    assert (condition(failed, "Failed") or {})["reason"] == "FailedCreatePod"
+    # Kubeflow's clients read the latest condition: Failed, with the API server's words.
+    assert failed["status"]["conditions"][-1]["type"] == "Failed"

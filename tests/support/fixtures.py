@@ -19,6 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
 KUBEFLOW_CRD = ROOT / "charts" / "tfjob-operator" / "files" / "tfjobs.kubeflow.org.yaml"
 _OPERATOR_KEY = pytest.StashKey[OperatorProcess]()
+#: The tests' operators fail a job whose pod is refused as invalid after this long (the
+#: default is 30 s): the tests of refused pods wait less.
+INVALID_POD_GRACE_SECONDS = 10
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +63,9 @@ def operator(
 ) -> Iterator[OperatorProcess]:
     """The operator from this checkout, watching all namespaces, for the whole session."""
     log_path = tmp_path_factory.mktemp("operator") / "operator.log"
-    process = OperatorProcess(kubeconfig, log_path)
+    process = OperatorProcess(
+        kubeconfig, log_path, f"--invalid-pod-grace-seconds={INVALID_POD_GRACE_SECONDS}"
+    )
     request.config.stash[_OPERATOR_KEY] = process
     process.start()
     try:
@@ -83,7 +88,10 @@ def kubeflow_operator(
     install_crd(kubectl, KUBEFLOW_CRD)
     stop_session_operator(request.config)
     process = OperatorProcess(
-        kubeconfig, tmp_path_factory.mktemp("kubeflow") / "operator.log", "--kubeflow"
+        kubeconfig,
+        tmp_path_factory.mktemp("kubeflow") / "operator.log",
+        "--kubeflow",
+        f"--invalid-pod-grace-seconds={INVALID_POD_GRACE_SECONDS}",
     )
     process.start()
     try:

@@ -10,6 +10,10 @@ IMAGE = "tensorflow/tensorflow:2.21.0"
 
 Manifest = dict[str, Any]
 TEMPLATE_SCHEMA = "the pod template's own schema (core/v1 PodTemplateSpec) is the API server's"
+POD_API = (
+    "tfjob.dev's CRD refuses what the Pod API would; for a kubeflow.org job, whose CRD accepts "
+    "what Kubeflow's does, the operator reports the refused pod in the job's conditions"
+)
 
 
 def container(name: str = "tensorflow", image: str | None = IMAGE, **fields: Any) -> Manifest:
@@ -211,6 +215,84 @@ REJECTED = [
         "template-wrong-type",
         tfjob({"Worker": replica(containers=[container(ports=[{"containerPort": "http"}])])}),
         ("spec.tfReplicaSpecs.Worker.template.spec.containers[0].ports[0].containerPort",),
+        server_only=TEMPLATE_SCHEMA,
+    ),
+    # What the Pod API refuses, refused at apply (tfjob.dev only: crd/rules.pod_spec_rules)
+    Rejected(
+        "port-out-of-range",
+        tfjob(
+            {
+                "Worker": replica(
+                    containers=[container(ports=[{"name": "tfjob-port", "containerPort": 70000}])]
+                )
+            }
+        ),
+        (
+            "spec.tfReplicaSpecs.Worker.template.spec.containers[0].ports[0].containerPort: "
+            "Invalid value: 70000",
+            "should be less than or equal to 65535",
+        ),
+        server_only=POD_API,
+    ),
+    Rejected(
+        "request-above-limit",
+        tfjob(
+            {
+                "Worker": replica(
+                    containers=[
+                        container(
+                            resources={
+                                "requests": {"cpu": "2", "memory": "1Gi"},
+                                "limits": {"cpu": "500m", "memory": "2Gi"},
+                            }
+                        )
+                    ]
+                )
+            }
+        ),
+        (
+            "spec.tfReplicaSpecs[Worker].template.spec.containers[0].resources.requests",
+            "every resources.requests entry must be at most its resources.limits entry",
+        ),
+        server_only=POD_API,
+    ),
+    Rejected(
+        "mount-of-no-volume",
+        tfjob(
+            {
+                "Worker": replica(
+                    containers=[container(volumeMounts=[{"name": "data", "mountPath": "/data"}])]
+                )
+            }
+        ),
+        (
+            "spec.tfReplicaSpecs[Worker].template.spec.containers",
+            "every volumeMounts[].name of the containers must name a volume of the template's "
+            "volumes",
+        ),
+        server_only=POD_API,
+    ),
+    Rejected(
+        "init-container-named-like-a-container",
+        tfjob(
+            {
+                "Worker": {
+                    "template": {
+                        "spec": {"initContainers": [container()], "containers": [container()]}
+                    }
+                }
+            }
+        ),
+        (
+            "spec.tfReplicaSpecs[Worker].template.spec.initContainers",
+            "an init container has the name of a container",
+        ),
+        server_only=POD_API,
+    ),
+    Rejected(
+        "two-containers-of-one-name",
+        tfjob({"Worker": replica(containers=[container(), container()])}),
+        ("spec.tfReplicaSpecs[Worker].template.spec.containers[1]: Duplicate value",),
         server_only=TEMPLATE_SCHEMA,
     ),
     # metadata.name

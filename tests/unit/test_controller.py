@@ -71,6 +71,8 @@ class FakeWrites:
         self.version = 1
         self.conflict = False
         self.refuse_create: ApiError | None = None
+        #: The kinds refuse_create refuses; None: all.
+        self.refused_kinds: set[str] | None = None
         self.refuse_delete: ApiError | None = None
         self.events: list[Mapping[str, Any]] = []
         #: Whether each status write was sent as a decision (ahead of other jobs' writes).
@@ -88,7 +90,7 @@ class FakeWrites:
     def _create(self, kind: str, body: Mapping[str, Any]) -> bool:
         name = body["metadata"]["name"]
         self.calls.append((f"create {kind}", name))
-        if self.refuse_create is not None:
+        if self.refuse_create is not None and kind in (self.refused_kinds or {kind}):
             raise self.refuse_create
         self.bodies[f"{kind}/{name}"] = body
         return True
@@ -146,8 +148,18 @@ class FakeWrites:
         self.version += 1
         return str(self.version)
 
-    async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
-        self.events.append(body)
+    async def create_event(self, namespace: str, body: Mapping[str, Any]) -> str:
+        name = f"event-{len(self.events)}"
+        self.events.append({**body, "metadata": {**body["metadata"], "name": name}})
+        return name
+
+    async def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
+        """Updates the recorded Event as a merge patch would."""
+        for index, event in enumerate(self.events):
+            if event["metadata"]["name"] == name:
+                self.events[index] = {**event, **patch}
+                return True
+        return False
 
     async def create_workload(self, namespace: str, body: Mapping[str, Any]) -> bool:
         return self._create("workload", body)
@@ -232,6 +244,28 @@ class Harness:
 
     def calls(self, verb: str) -> list[tuple[str, ...]]:
         return [c for c in self.writes.calls if c[0] == verb]
+
+    def catch_up(self) -> None:
+        """The watch cache shows the TFJob as the status writes so far left it."""
+        for _, patch in self.writes.patched[self._applied :]:
+            self.status = _merged(self.status, patch)
+        self._applied = len(self.writes.patched)
+        self.job(version=str(self.writes.version))
+
+    _applied = 0
+
+
+def _merged(target: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch (RFC 7386) applied."""
+    out = dict(target)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def test_a_new_job_gets_its_children_and_its_progress_a_moment_later() -> None:
@@ -334,12 +368,117 @@ def test_a_reconcile_waits_for_the_cache_to_show_its_own_status_write() -> None:
     assert harness.writes.calls == []
 
 
-def test_a_refused_create_is_an_event_and_an_error_but_a_terminating_namespace_is_not() -> None:
+def refused(status: int, reason: str, message: str) -> ApiError:
+    body = json.dumps({"kind": "Status", "reason": reason, "message": message}).encode()
+    return ApiError(status, "create pod", body)
+
+
+def running_condition(harness: Harness) -> Mapping[str, Any]:
+    _, status = harness.writes.patched[-1]
+    return next(c for c in status["conditions"] if c["type"] == "Running")
+
+
+def test_a_refused_child_is_remembered_reported_and_retried_with_backoff_not_raised() -> None:
     harness = Harness()
-    harness.writes.refuse_create = ApiError(422, "create pod", b'{"message": "invalid"}')
-    with pytest.raises(ApiError):
+    harness.writes.refused_kinds = {"pod"}
+    harness.writes.refuse_create = refused(
+        403, "Forbidden", 'pods "mnist-chief-0" is forbidden: error looking up service account'
+    )
+    retry = harness.reconcile()  # no error: the job's problem, not the operator's
+    assert retry == pytest.approx(2.0)
+    harness.catch_up()
+
+    def warnings() -> list[Mapping[str, Any]]:
+        return [e for e in harness.writes.events if e["type"] == "Warning"]
+
+    assert {e["reason"] for e in warnings()} == {"FailedCreatePod"}
+    assert len(warnings()) == 3  # one per refused child
+
+    harness.writes.calls.clear()
+    harness.reconcile()  # woken before the retry is due: nothing is created again
+    assert harness.calls("create pod") == harness.calls("create pod") == []
+
+    harness.catch_up()
+    harness.clock.seconds += 2
+    harness.reconcile()
+    assert len(harness.calls("create pod")) == 3
+    assert len(warnings()) == 3  # the repeats counted up the same Events
+    assert {e["count"] for e in warnings()} == {2}
+    assert harness.writes.patched, "the refusal reached the status"
+    condition = running_condition(harness)
+    assert condition["status"] == "False"
+    assert condition["reason"] == "FailedCreatePod"
+    assert condition["message"].startswith(
+        "chief-0: the API server refused its pod (403 Forbidden): "
+        'pods "mnist-chief-0" is forbidden: error looking up service account'
+    )
+    assert "also refused: worker-0, worker-1" in condition["message"]
+
+
+def test_a_forbidden_child_keeps_the_job_waiting_and_its_acceptance_clears_the_reason() -> None:
+    harness = Harness()
+    harness.writes.refused_kinds = {"pod"}
+    harness.writes.refuse_create = refused(403, "Forbidden", "exceeded quota: compute")
+    harness.reconcile()
+    for _ in range(6):
+        harness.catch_up()
+        harness.clock.seconds += 60
         harness.reconcile()
-    assert "FailedCreatePod" in {e["reason"] for e in harness.writes.events}
+    assert running_condition(harness)["reason"] == "FailedCreatePod"
+    assert not any(
+        c["type"] == "Failed" for _, status in harness.writes.patched for c in status["conditions"]
+    )
+
+    harness.writes.refuse_create = None
+    harness.writes.calls.clear()
+    harness.catch_up()
+    harness.clock.seconds += 60
+    harness.reconcile()
+    assert len(harness.calls("create pod")) == 3
+    assert not harness.controller._refusals[KEY]  # every child created: no retry pending
+    harness.show_children(phase="Pending")
+    harness.catch_up()
+    harness.clock.seconds += PROGRESS_WRITE_DELAY_SECONDS
+    harness.reconcile()
+    harness.clock.seconds += PROGRESS_WRITE_DELAY_SECONDS
+    harness.reconcile()
+    condition = running_condition(harness)
+    assert (condition["status"], condition["reason"]) == ("False", "ReplicasStarting")
+
+
+def test_a_child_refused_as_invalid_fails_the_job_after_the_grace_period() -> None:
+    harness = Harness()
+    harness.writes.refused_kinds = {"pod"}
+    harness.writes.refuse_create = refused(
+        422, "Invalid", 'Pod "mnist-chief-0" is invalid: spec.containers[0].volumeMounts[0].name'
+    )
+    harness.reconcile()
+    harness.catch_up()
+    harness.clock.seconds += 2
+    harness.reconcile()
+    condition = running_condition(harness)
+    assert condition["reason"] == "FailedCreatePod"
+    assert "the TFJob fails at " in condition["message"]
+
+    harness.catch_up()
+    harness.clock.seconds += 28  # the grace, 30 s from the first refusal
+    harness.reconcile()
+    _, status = harness.writes.patched[-1]
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert (failed["status"], failed["reason"]) == ("True", "FailedCreatePod")
+    assert "it was still refused after 30s" in failed["message"]
+    harness.catch_up()
+    harness.writes.calls.clear()
+    assert harness.reconcile() is None  # a failed job creates nothing and retries nothing
+    assert harness.calls("create pod") == []
+
+
+def test_a_server_error_still_raises_and_a_terminating_namespace_is_quiet() -> None:
+    harness = Harness()
+    harness.writes.refuse_create = ApiError(500, "create pod", b'{"message": "etcd timeout"}')
+    with pytest.raises(ApiError):
+        harness.reconcile_raising()
+    assert "FailedCreateService" in {e["reason"] for e in harness.writes.events}
 
     quiet = Harness()
     quiet.writes.refuse_create = ApiError(

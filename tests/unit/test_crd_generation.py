@@ -6,6 +6,7 @@ tests/integration/test_crd_validation.py; here the generator and its output are 
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import sys
@@ -18,6 +19,7 @@ import yaml
 
 from tfjob_operator.api import APIS, KUBEFLOW, TFJOB_DEV, TFJobApi
 from tfjob_operator.crd import render, structural
+from tfjob_operator.crd.schema import strict_pod_template
 
 pytestmark = pytest.mark.unit
 
@@ -160,7 +162,13 @@ def test_template_keeps_what_the_api_server_validates(schema: dict[str, Any]) ->
     assert limits["additionalProperties"]["pattern"] == structural.QUANTITY_PATTERN
     port = container["properties"]["ports"]["items"]["properties"]
     assert port["protocol"]["default"] == "TCP"
-    assert port["containerPort"] == {"type": "integer", "format": "int32"}
+    # tfjob.dev refuses at apply the port numbers the Pod API would refuse.
+    assert port["containerPort"] == {
+        "type": "integer",
+        "format": "int32",
+        "minimum": 1,
+        "maximum": 65535,
+    }
     assert template["properties"]["metadata"]["properties"].keys() == {
         "annotations",
         "finalizers",
@@ -214,6 +222,9 @@ def test_every_rule_has_a_message(schema: dict[str, Any]) -> None:
         ".spec",
         ".spec.tfReplicaSpecs",
         ".spec.tfReplicaSpecs[*]",
+        ".spec.tfReplicaSpecs[*].template.spec",
+        ".spec.tfReplicaSpecs[*].template.spec.containers[].resources",
+        ".spec.tfReplicaSpecs[*].template.spec.initContainers[].resources",
         ".spec.runPolicy",
         ".spec.runPolicy.managedBy",
         ".spec.enableDynamicWorker",
@@ -230,7 +241,7 @@ def test_crd_names_and_columns(generated: tuple[str, dict[str, Any]]) -> None:
     version = spec["versions"][0]
     assert version["subresources"] == {"status": {}}
     columns = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert columns == ["State", "Active", "Succeeded", "Restarts", "Age"]
+    assert columns == ["State", "Reason", "Active", "Succeeded", "Restarts", "Age", "Message"]
 
 
 def test_kubeflow_crd_is_the_same_api_under_kubeflow_org(
@@ -243,7 +254,20 @@ def test_kubeflow_crd_is_the_same_api_under_kubeflow_org(
     assert kubeflow["spec"]["names"]["plural"] == "tfjobs"
     # `kubectl get tfj` keeps meaning tfjob.dev when both CRDs are installed.
     assert "shortNames" not in kubeflow["spec"]["names"]
-    assert kubeflow["spec"]["versions"] == ours["spec"]["versions"]
+    # The same but for the pod template: kubeflow.org accepts what Kubeflow's CRD accepts,
+    # tfjob.dev also refuses what the Pod API would.
+    ours_version = ours["spec"]["versions"][0]
+    kubeflow_version = copy.deepcopy(kubeflow["spec"]["versions"][0])
+    path = ("schema", "openAPIV3Schema", "properties", "spec", "properties", "tfReplicaSpecs")
+    ours_specs, kubeflow_specs = ours_version, kubeflow_version
+    for key in path:
+        ours_specs, kubeflow_specs = ours_specs[key], kubeflow_specs[key]
+    ours_template = ours_specs["additionalProperties"]["properties"]["template"]
+    kubeflow_template = kubeflow_specs["additionalProperties"]["properties"]["template"]
+    assert "x-kubernetes-validations" not in kubeflow_template["properties"]["spec"]
+    assert ours_template == strict_pod_template(kubeflow_template)
+    kubeflow_specs["additionalProperties"]["properties"]["template"] = ours_template
+    assert kubeflow_version == ours_version
 
 
 # -- the converter on small documents ---------------------------------------------------------

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from tfjob_operator.api import KUBEFLOW, JobRef
 from tfjob_operator.decide import JobView, Plan, decide
+from tfjob_operator.refusals import Refusal
 
 from .tfjobs import JOB, NOW, job_view, pod, replica_spec, services
 
@@ -514,3 +515,97 @@ def test_invalid_spec_fails_with_the_reason() -> None:
     assert failed["reason"] == "InvalidSpec"
     assert "PS needs Worker" in failed["message"]
     assert plan.create_pods == []
+
+
+def crash_looping(restarts: int = 1) -> dict[str, Any]:
+    """The kubelet's status of a pod whose TensorFlow container crashed and waits to restart."""
+    waiting = {"reason": "CrashLoopBackOff", "message": "back-off 10s restarting failed container"}
+    return {
+        "containerStatuses": [
+            {"name": "tensorflow", "restartCount": restarts, "state": {"waiting": waiting}}
+        ]
+    }
+
+
+def test_a_crash_looping_replica_is_not_running_and_says_why() -> None:
+    on_failure = {
+        "tfReplicaSpecs": {
+            "Chief": replica_spec(1, "OnFailure"),
+            "Worker": replica_spec(2, "OnFailure"),
+        }
+    }
+    running = [pod(on_failure, key) for key in ("chief-0", "worker-0", "worker-1")]
+    status = settle(on_failure, running)
+    assert condition(status, "Running")["status"] == "True"
+    # The kubelet keeps the phase Running while the container waits to be restarted.
+    looping = [*running[:2], pod(on_failure, "worker-1", status=crash_looping())]
+    plan = run(on_failure, looping, status)
+    assert plan.status is not None
+    reported = condition(plan.status, "Running")
+    assert (reported["status"], reported["reason"]) == ("False", "CrashLoopBackOff")
+    assert reported["message"] == (
+        "worker-1 is waiting: CrashLoopBackOff: back-off 10s restarting failed container"
+    )
+    assert [(e.reason, e.series) for e in plan.events] == [("CrashLoopBackOff", "worker-1")]
+    # Running again once it runs.
+    again = run(on_failure, running, plan.status)
+    assert again.status is not None
+    assert condition(again.status, "Running")["status"] == "True"
+
+
+def test_a_reason_that_goes_away_leaves_the_job_starting_not_stuck_on_it() -> None:
+    pull = {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}
+    waiting = {"containerStatuses": [{"name": "tensorflow", "state": {"waiting": pull}}]}
+    pods = [pod(MWMS, "chief-0", "Pending", status=waiting), pod(MWMS, "worker-0")]
+    pods.append(pod(MWMS, "worker-1"))
+    status = settle(MWMS, pods)
+    assert condition(status, "Running")["reason"] == "ImagePullBackOff"
+    creating = [pod(MWMS, "chief-0", "Pending"), *pods[1:]]
+    plan = run(MWMS, creating, status)
+    assert plan.status is not None
+    reported = condition(plan.status, "Running")
+    assert (reported["status"], reported["reason"]) == ("False", "ReplicasStarting")
+    assert plan.events == []
+
+
+def refusal(status: int, replica: str = "worker-1", since: datetime = NOW) -> Refusal:
+    reason = "Invalid" if status == 422 else "Forbidden"
+    return Refusal("pod", replica, status, reason, "spec.volumes: not found", 1, since, 1)
+
+
+def test_a_refused_pod_is_the_running_condition_and_an_invalid_one_fails_after_grace() -> None:
+    pods = [pod(MWMS, "chief-0"), pod(MWMS, "worker-0")]
+    plan = run(MWMS, pods, refusals=[refusal(422)], invalid_grace_seconds=30)
+    assert plan.status is not None
+    reported = condition(plan.status, "Running")
+    assert (reported["status"], reported["reason"]) == ("False", "FailedCreatePod")
+    assert reported["message"] == (
+        "worker-1: the API server refused its pod (422 Invalid): spec.volumes: not found; the "
+        "TFJob fails at 2026-11-22T12:00:30Z unless its spec is changed"
+    )
+    assert plan.requeue_after == pytest.approx(30)
+    assert plan.events == []  # the controller records each refusal itself
+    assert created(plan) == ["mnist-worker-1"]  # tried again (the controller holds it back)
+
+    later = NOW + timedelta(seconds=30)
+    failed = run(MWMS, pods, plan.status, refusals=[refusal(422)], now=later)
+    assert failed.status is not None
+    outcome = condition(failed.status, "Failed")
+    assert (outcome["status"], outcome["reason"]) == ("True", "FailedCreatePod")
+    assert outcome["message"].endswith("it was still refused after 30s")
+    assert created(failed) == []
+
+
+def test_a_forbidden_pod_waits_and_a_changed_spec_makes_a_refusal_moot() -> None:
+    pods = [pod(MWMS, "chief-0"), pod(MWMS, "worker-0")]
+    much_later = NOW + timedelta(hours=1)
+    plan = run(MWMS, pods, refusals=[refusal(403, since=NOW)], now=much_later)
+    assert plan.status is not None
+    assert condition(plan.status, "Running")["reason"] == "FailedCreatePod"
+    assert "Failed" not in {c["type"] for c in plan.status["conditions"]}
+    # A refusal of an older generation of the spec is not the job's state any more.
+    older = Refusal("pod", "worker-1", 422, "Invalid", "bad", 0, NOW, 1)
+    moot = run(MWMS, pods, refusals=[older], now=much_later)
+    assert moot.status is not None
+    assert "Failed" not in {c["type"] for c in moot.status["conditions"]}
+    assert created(moot) == ["mnist-worker-1"]

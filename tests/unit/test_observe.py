@@ -73,10 +73,30 @@ def test_exit_zero_under_restart_policy_always_counts_as_success() -> None:
     assert observed.container_restarts == 1
 
 
-def test_image_pull_error_is_the_pending_reason() -> None:
+def test_image_pull_error_is_the_waiting_reason() -> None:
     main = {"state": {"waiting": {"reason": "ImagePullBackOff", "message": "not found"}}}
     observed = observe_pod(body("Pending", main))
-    assert (observed.pending_reason, observed.pending_message) == ("ImagePullBackOff", "not found")
+    assert (observed.waiting_reason, observed.waiting_message) == ("ImagePullBackOff", "not found")
+
+
+def test_a_sidecar_or_init_container_that_cannot_start_is_named_in_the_waiting_message() -> None:
+    config = {"reason": "CreateContainerConfigError", "message": 'secret "token" not found'}
+    pod = body("Pending", {"state": {"waiting": {"reason": "PodInitializing"}}})
+    pod["status"]["initContainerStatuses"] = [{"name": "fetch", "state": {"waiting": config}}]
+    observed = observe_pod(pod)
+    assert observed.waiting_reason == "CreateContainerConfigError"
+    assert observed.waiting_message == 'container fetch: secret "token" not found'
+
+    running = body("Running", {"state": {"running": {}}})
+    running["status"]["containerStatuses"].append(
+        {"name": "proxy", "state": {"waiting": {"reason": "RunContainerError"}}}
+    )
+    observed = observe_pod(running)
+    assert (observed.waiting_reason, observed.waiting_message) == (
+        "RunContainerError",
+        "container proxy",
+    )
+    assert not observed.running
 
 
 def exited_one(finished: str = "2026-11-25T22:38:03Z") -> dict:

@@ -60,7 +60,7 @@ created, deleted and its status merge-patched (queueing.py).
   verbs: ["list", "watch", "create", "delete", "deletecollection"]
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create"]
+  verbs: ["create", "patch"]
 - apiGroups: ["scheduling.x-k8s.io", "scheduling.volcano.sh"]
   resources: ["podgroups"]
   verbs: ["list", "watch", "create", "patch", "delete"]

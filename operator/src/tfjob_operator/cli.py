@@ -22,6 +22,7 @@ from .gang import (
 )
 from .limits import (
     CONCURRENT_RECONCILES,
+    INVALID_POD_GRACE_SECONDS,
     LEASE_DURATION_SECONDS,
     LEASE_NAME,
     MAX_IN_FLIGHT,
@@ -94,6 +95,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--scheduler-plugins-name",
         default=SCHEDULER_PLUGINS_NAME,
         help="the schedulerName scheduler-plugins' Coscheduling scheduler runs under",
+    )
+    run.add_argument(
+        "--invalid-pod-grace-seconds",
+        type=float,
+        default=INVALID_POD_GRACE_SECONDS,
+        metavar="SECONDS",
+        help=(
+            "how long the API server may refuse a job's pod or service as invalid (400, 422) "
+            "before the job fails; forbidden or quota refusals (403) keep it waiting "
+            "(default: %(default)ss)"
+        ),
     )
     election = run.add_argument_group(
         "leader election",
@@ -198,6 +210,7 @@ def _run(args: argparse.Namespace) -> int:
             max_in_flight=args.max_in_flight,
             concurrent_reconciles=args.concurrent_reconciles,
             gangs=gangs,
+            invalid_grace_seconds=args.invalid_pod_grace_seconds,
             election=election,
         )
     )

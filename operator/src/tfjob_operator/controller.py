@@ -26,10 +26,10 @@ from typing import Any, Final, Protocol
 from . import timeutil
 from .api import JobRef
 from .decide import Deletion, JobView, Plan, decide, decide_name_taken, name_order
-from .events import NORMAL, WARNING, Event, event_object
+from .events import NORMAL, WARNING, Event, EventSeries, event_object, repeat_patch
 from .gang import USUAL_GANG_SCHEDULERS, GangSchedulers
 from .kube import ApiError, unavailable
-from .limits import CONCURRENT_RECONCILES
+from .limits import CONCURRENT_RECONCILES, INVALID_POD_GRACE_SECONDS
 from .mergepatch import merge_patch
 from .metrics import Metrics
 from .observe import (
@@ -38,7 +38,9 @@ from .observe import (
     PodObservation,
     ServiceObservation,
     WorkloadObservation,
+    replica_from_labels,
 )
+from .refusals import Refusal, Refusals
 from .status import StatusWrite
 from .watchcache import JobKey, Store
 
@@ -83,7 +85,8 @@ class Writes(Protocol):
         *,
         decision: bool,
     ) -> str | None: ...
-    async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None: ...
+    async def create_event(self, namespace: str, body: Mapping[str, Any]) -> str: ...
+    async def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool: ...
     async def create_workload(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
     async def delete_workload(self, namespace: str, workload: WorkloadObservation) -> bool: ...
     async def patch_workload_status(
@@ -185,16 +188,21 @@ class Controller:
         instance: str = "tfjob-operator",
         concurrent_reconciles: int = CONCURRENT_RECONCILES,
         gangs: GangSchedulers = USUAL_GANG_SCHEDULERS,
+        invalid_grace_seconds: float = INVALID_POD_GRACE_SECONDS,
     ) -> None:
         self.writes = writes
         self.caches = caches
         self.metrics = metrics
         self.cluster_domain = cluster_domain
         self.gangs = gangs
+        self.invalid_grace_seconds = invalid_grace_seconds
         self.clock = clock or SystemClock()
         self.instance = instance
         self._workers: dict[JobKey, _JobWorker] = {}
         self._expected: dict[JobKey, Expectations] = {}
+        #: Children of each job the API server refused (refusals.py).
+        self._refusals: dict[JobKey, Refusals] = {}
+        self._event_series = EventSeries()
         #: When a job's oldest progress not yet written was decided (monotonic).
         self._progress_since: dict[JobKey, float] = {}
         self._background: set[asyncio.Task[None]] = set()
@@ -225,6 +233,7 @@ class Controller:
             # come back finds no worker and starts a new one.
             self._workers.pop(key, None)
             self._expected.pop(key, None)
+            self._refusals.pop(key, None)
             self._progress_since.pop(key, None)
             self.metrics.job_state(key, None)
             return GONE
@@ -239,6 +248,7 @@ class Controller:
         pods = self.caches.pods.get(key)
         services = self.caches.services.get(key)
         workloads = self.caches.workloads.get(key)
+        refusals = self._refusals.setdefault(key, Refusals())
         plan = decide(
             job,
             pods,
@@ -249,7 +259,10 @@ class Controller:
             pod_groups=self.caches.pod_groups.get(key),
             gangs=self.gangs,
             flavors=await self._admitted_flavors(job, workloads),
+            refusals=list(refusals),
+            invalid_grace_seconds=self.invalid_grace_seconds,
         )
+        self._hold_back_refused(job, plan, refusals)
         expected.skip_pending(plan, pods, services, self.clock.monotonic())
         self._hold_back_progress(key, plan)
         if plan.status is not None:
@@ -278,7 +291,7 @@ class Controller:
         }
         await self._apply_workload(job, plan)
         await self._apply_pod_groups(job, plan)
-        await self._apply_children(job, plan, expected, known)
+        await self._apply_children(job, plan, expected, known, refusals)
         if plan.delete_job and await self.writes.delete_job(job.ref):
             self._record(
                 job,
@@ -287,7 +300,10 @@ class Controller:
                 ),
             )
         self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
-        return plan.requeue_after
+        retry = refusals.next_retry(self.clock.monotonic())
+        if retry is None or (plan.requeue_after is not None and plan.requeue_after < retry):
+            return plan.requeue_after
+        return retry
 
     async def _refuse_name(self, job: JobView, holder: JobRef) -> bool:
         """Fails `job`, whose name `holder` holds; False if its status changed meanwhile."""
@@ -300,6 +316,23 @@ class Controller:
                 self._record(job, event)
             return True
         return False
+
+    def _hold_back_refused(self, job: JobView, plan: Plan, refusals: Refusals) -> None:
+        """Keeps the refused children the plan creates again until their retry is due, and
+        forgets those it no longer creates."""
+        creates = (("pod", plan.create_pods), ("service", plan.create_services))
+        refusals.keep_only([(kind, c["metadata"]["name"]) for kind, made in creates for c in made])
+        if not refusals:
+            return
+        now = self.clock.monotonic()
+        plan.create_pods, plan.create_services = (
+            [
+                c
+                for c in made
+                if not refusals.backing_off((kind, c["metadata"]["name"]), job.generation, now)
+            ]
+            for kind, made in creates
+        )
 
     def _hold_back_progress(self, key: JobKey, plan: Plan) -> None:
         """Drops a status that only reports progress until it has waited its delay."""
@@ -317,20 +350,33 @@ class Controller:
             )
 
     def _record(self, job: JobView, event: Event) -> None:
-        """Posts an event without waiting for it: events never hold up a decision."""
-        body = event_object(job.ref, job.resource_version, event, self.clock.now(), self.instance)
-        self._spawn(self._post_event(job.ref.namespace, body))
+        """Posts an event without waiting for it: events never hold up a decision. A repeat
+        counts up the Event it repeats (events.py)."""
+        self._spawn(self._post_event(job, event, self.clock.now()))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _post_event(self, namespace: str, body: Mapping[str, Any]) -> None:
-        try:
-            await self.writes.create_event(namespace, body)
-        except Exception as error:  # an event lost is logged, never retried
-            logger.warning("could not record event %s: %s", body["reason"], error)
+    async def _post_event(self, job: JobView, event: Event, now: datetime) -> None:
+        namespace = job.ref.namespace
+        series = self._event_series.of(job.ref.uid, event, self.clock.monotonic())
+        async with series.lock:
+            series.count += 1
+            try:
+                if series.name is not None and await self.writes.patch_event(
+                    namespace, series.name, repeat_patch(event, series.count, now)
+                ):
+                    return
+                body = event_object(job.ref, job.resource_version, event, now, self.instance)
+                series.name = await self.writes.create_event(namespace, body)
+                series.count = 1
+            except Exception as error:  # an event lost is logged, never retried
+                quiet = isinstance(error, ApiError) and error.namespace_terminating
+                (logger.debug if quiet else logger.warning)(
+                    "could not record event %s: %s", event.reason, error
+                )
 
     async def _admitted_flavors(
         self, job: JobView, workloads: Sequence[WorkloadObservation]
@@ -425,13 +471,15 @@ class Controller:
         plan: Plan,
         expected: Expectations,
         known: Mapping[str, Collection[str]],
+        refusals: Refusals,
     ) -> None:
         """Creates and deletes children concurrently; one event per kind of action.
 
         Events name every child an action touched rather than one event per child: a
         job of a hundred workers gets a readable `kubectl describe`, and the API server
         half the requests. `known` holds the names of the job's pods and services the
-        operator knows of, which a collection delete must keep unless it deletes them.
+        operator knows of, which a collection delete must keep unless it deletes them. A
+        child the API server refuses goes to `refusals` (refusals.py), not up as an error.
         """
         namespace = job.ref.namespace
         done: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -504,8 +552,12 @@ class Controller:
                     # namespace's deletion removes the job, which ends its worker.
                     logger.debug("not creating %s %s/%s: %s", kind, namespace, name, error)
                     return
-                self._record(job, Event(WARNING, f"FailedCreate{kind.title()}", str(error)))
-                raise
+                if not error.refused:
+                    self._record(job, Event(WARNING, f"FailedCreate{kind.title()}", str(error)))
+                    raise
+                self._refused(job, kind, child, error, refusals)
+                return
+            refusals.accepted((kind, name))
             pending = expected.created_pods if kind == "pod" else expected.created_services
             pending[name] = self.clock.monotonic()
             if created:
@@ -534,6 +586,39 @@ class Controller:
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             raise errors[0]
+
+    def _refused(
+        self,
+        job: JobView,
+        kind: str,
+        child: Mapping[str, Any],
+        error: ApiError,
+        refusals: Refusals,
+    ) -> None:
+        """Remembers a refused child for `decide`, and says so in an event, aggregated per
+        child, and in one log line when the refusal is new: an expected user error, not a
+        traceback."""
+        name = child["metadata"]["name"]
+        replica = replica_from_labels(child["metadata"].get("labels") or {})
+        first = Refusal(
+            kind,
+            replica.key if replica else name,
+            error.status,
+            error.reason,
+            error.detail,
+            job.generation,
+            self.clock.now(),
+            1,
+        )
+        refusal, new = refusals.record(first, name, self.clock.monotonic())
+        self._record(job, Event(WARNING, refusal.condition_reason, refusal.describe(), name))
+        (logger.warning if new else logger.debug)(
+            "tfjob %s/%s: %s (retrying in %.0fs)",
+            job.ref.namespace,
+            job.ref.name,
+            refusal.describe(),
+            refusals.retry_in((kind, name), self.clock.monotonic()),
+        )
 
 
 class _JobWorker:

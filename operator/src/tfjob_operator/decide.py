@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from . import conditions as cond
@@ -29,6 +29,7 @@ from .api import CleanPodPolicy as Clean
 from .events import NORMAL, WARNING, Event
 from .failure_policy import is_retryable, past_backoff_limit, restart_group
 from .gang import USUAL_GANG_SCHEDULERS, Gang, GangSchedulers, job_gang, pod_group_spec
+from .limits import INVALID_POD_GRACE_SECONDS
 from .observe import (
     Failure,
     FlavorObservation,
@@ -46,6 +47,7 @@ from .queueing import (
     released_status,
     render_workload,
 )
+from .refusals import Refusal
 from .render import render_pod, render_pod_group, render_service
 from .spec import REPLICA_ORDER, InvalidSpec, JobSpec, Replica, parse_spec
 from .success_policy import leader_succeeded
@@ -54,6 +56,9 @@ from .timeutil import from_rfc3339, to_rfc3339
 
 #: The reason a TFJob fails with when a TFJob of the other API group holds its name.
 NAME_TAKEN = "NameTaken"
+#: Running=False once nothing keeps the job's pods from running any more (an image found,
+#: a refused pod accepted), until they all run.
+REPLICAS_STARTING = "ReplicasStarting"
 
 
 @dataclass(frozen=True)
@@ -148,10 +153,14 @@ def decide(
     pod_groups: Sequence[PodGroupObservation] = (),
     gangs: GangSchedulers = USUAL_GANG_SCHEDULERS,
     flavors: Mapping[str, FlavorObservation] | None = None,
+    refusals: Sequence[Refusal] = (),
+    invalid_grace_seconds: float = INVALID_POD_GRACE_SECONDS,
 ) -> Plan:
     """`workloads` are Kueue's Workloads of the job's name, for a job queued in Kueue, and
     `flavors` the ResourceFlavors they were admitted to; `pod_groups` the PodGroups of its
-    name, and `gangs` the operator's gang schedulers."""
+    name, and `gangs` the operator's gang schedulers. `refusals` are the API server's
+    refusals of the job's children (refusals.py): one refused as invalid fails the job once
+    it has lasted `invalid_grace_seconds`."""
     if job.deleting:
         return Plan()
     decision = _Decision(job, pods, services, now, cluster_domain)
@@ -160,6 +169,8 @@ def decide(
     decision.workloads = [w for w in workloads if w.owner_uid == job.ref.uid]
     decision.flavors = flavors or {}
     decision.not_admitted = next((w.not_admitted for w in decision.workloads), None)
+    decision.refusals = [r for r in refusals if r.generation == job.generation]
+    decision.invalid_grace = timedelta(seconds=invalid_grace_seconds)
     return decision.run()
 
 
@@ -235,6 +246,9 @@ class _Decision:
         self.gangs = USUAL_GANG_SCHEDULERS
         #: The job's gang, once the spec is known to have one.
         self.gang: Gang | None = None
+        #: The API server's refusals of children rendered from this spec (refusals.py).
+        self.refusals: list[Refusal] = []
+        self.invalid_grace = timedelta(seconds=INVALID_POD_GRACE_SECONDS)
 
     # -- flow ---------------------------------------------------------------------------------
 
@@ -345,6 +359,9 @@ class _Decision:
             )
             return self._plan_with_status(spec)
 
+        refused = self._refused(desired)
+        if refused and self._fail_if_refused_for_good(spec, refused[0]):
+            return self._plan_with_status(spec)
         gang_ready = self._plan_pod_group()
         self._create_missing(spec, configs, desired, current, stale, pods_wait=not gang_ready)
         self._report_progress(spec, desired, current, stale)
@@ -390,6 +407,36 @@ class _Decision:
         self._event(NORMAL, "TFJobSucceeded", f"{leader.key} succeeded: the TFJob is complete")
         self._expire(spec)
         return self._plan_with_status(spec)
+
+    def _refused(self, desired: Mapping[str, Replica]) -> list[Refusal]:
+        """Refusals of the replicas the spec has: those refused as invalid first, then in
+        replica order."""
+        order = list(desired)
+        return sorted(
+            (r for r in self.refusals if r.replica in desired),
+            key=lambda r: (not r.permanent, order.index(r.replica), r.kind),
+        )
+
+    def _refusal_deadline(self, refusal: Refusal) -> datetime:
+        return refusal.since + self.invalid_grace
+
+    def _fail_if_refused_for_good(self, spec: JobSpec, refusal: Refusal) -> bool:
+        """A child refused as invalid for the whole grace period fails the job: retrying the
+        same spec cannot change the answer (refusals.py)."""
+        if not refusal.permanent:
+            return False
+        remaining = (self._refusal_deadline(refusal) - self.now).total_seconds()
+        if remaining > 0:
+            self._requeue(remaining)
+            return False
+        seconds = self.invalid_grace.total_seconds()
+        self._fail(
+            spec,
+            refusal.condition_reason,
+            f"{refusal.describe()}; the TFJob renders it so, and it was still refused after "
+            f"{seconds:.0f}s",
+        )
+        return True
 
     def _fail(self, spec: JobSpec, reason: str, message: str) -> None:
         self.completion_time = self.completion_time or self.now_text
@@ -697,6 +744,21 @@ class _Decision:
             if r.type is not ReplicaType.EVALUATOR
             and r.index not in self.succeeded.get(r.type.value, set())
         ]
+        refused = self._refused(desired)
+        if refused:
+            first = refused[0]
+            message = first.describe()
+            if first.permanent:
+                message += (
+                    f"; the TFJob fails at {to_rfc3339(self._refusal_deadline(first))} "
+                    "unless its spec is changed"
+                )
+            others = sorted({r.replica for r in refused[1:]} - {first.replica})
+            if others:
+                message += f" (also refused: {', '.join(others)})"
+            # No event here: the controller records each refusal as it happens.
+            self._set(ConditionType.RUNNING, False, first.condition_reason, message)
+            return
         all_running = all(key in current and current[key].running for key in training)
         if all_running and not stale:
             self._set(ConditionType.RUNNING, True, "TFJobRunning", f"TFJob {self._id} is running.")
@@ -706,28 +768,44 @@ class _Decision:
         waiting = [
             (key, current[key])
             for key in sorted(current)
-            if current[key].pending_reason is not None
+            if current[key].waiting_reason is not None and current[key].active
         ]
         said = next((g.unschedulable for g in self.pod_groups if g.owner_uid == self.ref.uid), None)
         if self.gang is not None and said is not None:
-            reason, message = "GangUnschedulable", said
+            reason, message, series = "GangUnschedulable", said, "gang"
         elif waiting:
             key, pod = waiting[0]
-            reason = pod.pending_reason or "Pending"
-            message = f"{key} is pending: {reason}"
-            if pod.pending_message:
-                message += f": {pod.pending_message}"
+            reason = pod.waiting_reason or "Pending"
+            message = f"{key} is {'pending' if pod.phase == 'Pending' else 'waiting'}: {reason}"
+            if pod.waiting_message:
+                message += f": {pod.waiting_message}"
+            series = key
         else:
+            self._starting()
             return
         if self.gang is not None and reason in ("Unschedulable", "GangUnschedulable"):
             reason = "GangUnschedulable"
             message = f"The gang cannot be placed ({self.gang.describe(self.ref.name)}): {message}"
         # An event on the transition only: the message follows whichever pod the scheduler
-        # reported on last, and must not repeat the event each time.
+        # reported on last, and must not repeat the event each time. The kubelet's reasons
+        # alternate (ErrImagePull, ImagePullBackOff): each one's events of a replica are one
+        # Event with a count (the series).
         before = cond.find(self.conditions, ConditionType.RUNNING)
         if before is None or (before.get("status"), before.get("reason")) != ("False", reason):
-            self._event(WARNING, reason, message)
+            self._event(WARNING, reason, message, series=series)
         self._set(ConditionType.RUNNING, False, reason, message)
+
+    def _starting(self) -> None:
+        """Nothing keeps the pods from running: a Running=False that said why is stale."""
+        before = cond.find(self.conditions, ConditionType.RUNNING)
+        if before is None or before.get("status") != "False":
+            return
+        self._set(
+            ConditionType.RUNNING,
+            False,
+            REPLICAS_STARTING,
+            f"TFJob {self._id}: its pods are created and starting.",
+        )
 
     def _plan_with_status(self, spec: JobSpec | None) -> Plan:
         """Builds the status; it goes into the plan only if something in it changed."""
@@ -782,8 +860,8 @@ class _Decision:
             self.conditions, kind, status, reason, message, self.now_text
         )
 
-    def _event(self, kind: str, reason: str, message: str) -> None:
-        self.plan.events.append(Event(kind, reason, message))
+    def _event(self, kind: str, reason: str, message: str, series: str = "") -> None:
+        self.plan.events.append(Event(kind, reason, message, series))
 
     def _requeue(self, seconds: float) -> None:
         current = self.plan.requeue_after

@@ -52,13 +52,24 @@ class ApiError(RuntimeError):
         try:
             payload = orjson.loads(body)
             detail = payload.get("message", "")
+            reason = payload.get("reason", "")
             causes = (payload.get("details") or {}).get("causes") or []
         except (ValueError, AttributeError):
             detail = body[:200].decode(errors="replace")
+            reason = ""
             causes = []
         super().__init__(f"{what}: HTTP {status}: {detail}")
         self.status = status
+        #: The API server's own words: its message, and its reason (Invalid, Forbidden, ...).
+        self.detail = str(detail)
+        self.reason = str(reason or "")
         self.causes = frozenset(str(c.get("reason")) for c in causes if isinstance(c, dict))
+
+    @property
+    def refused(self) -> bool:
+        """The API server refused the object (4xx: invalid, forbidden by an admission or a
+        quota), rather than failed to serve it (429, 5xx) or held one of its name (409)."""
+        return 400 <= self.status < 500 and self.status not in (409, 429)
 
     @property
     def namespace_terminating(self) -> bool:
@@ -427,11 +438,27 @@ class Kube:
         raise_for(status, f"patch status of tfjob {job.namespace}/{job.name}", payload)
         return str(orjson.loads(payload)["metadata"]["resourceVersion"])
 
-    async def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
+    async def create_event(self, namespace: str, body: Mapping[str, Any]) -> str:
+        """Returns the created Event's name."""
         status, payload = await self.api.send(
             "POST", collection_path(namespace, "events"), body=body, priority=Priority.EVENT
         )
         raise_for(status, f"create event in {namespace}", payload)
+        return str(orjson.loads(payload)["metadata"]["name"])
+
+    async def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
+        """Merge-patches an Event; False if it is gone (events expire, an hour by default)."""
+        status, payload = await self.api.send(
+            "PATCH",
+            f"{collection_path(namespace, 'events')}/{name}",
+            body=patch,
+            content_type=MERGE_PATCH,
+            priority=Priority.EVENT,
+        )
+        if status == 404:
+            return False
+        raise_for(status, f"patch event {namespace}/{name}", payload)
+        return True
 
     async def _create(
         self, namespace: str, plural: str, body: Mapping[str, Any], group_path: str = "/api/v1"

@@ -1,4 +1,5 @@
-"""How much the operator asks of the API server at once (defaults of `tfjob-operator run`)."""
+"""Defaults of `tfjob-operator run`: how much it asks of the API server at once, and how
+long it waits."""
 
 from typing import Final
 
@@ -14,3 +15,7 @@ LEASE_DURATION_SECONDS: Final = 15.0
 RENEW_DEADLINE_SECONDS: Final = 10.0
 RETRY_PERIOD_SECONDS: Final = 2.0
 LEASE_NAME: Final = "tfjob-operator"
+
+#: How long the API server may refuse a job's pod or service as invalid before the job
+#: fails (refusals.py): time to fix the TFJob's spec, not enough to hide the failure.
+INVALID_POD_GRACE_SECONDS: Final = 30.0

@@ -24,6 +24,8 @@ from .timeutil import from_rfc3339
 
 _TYPES_BY_LABEL = {t.label: t for t in ReplicaType}
 #: Pod status reasons the kubelet sets when it, not the container, ended the pod.
+#: Waiting reasons of a container on its way to run, which say nothing went wrong.
+_STARTING = frozenset({"ContainerCreating", "PodInitializing"})
 _NODE_REASONS = frozenset(
     {"Evicted", "Preempting", "Shutdown", "NodeShutdown", "Terminated", "NodeLost"}
 )
@@ -72,9 +74,11 @@ class PodObservation:
     succeeded: bool
     failure: Failure | None
     container_restarts: int
-    #: Why the pod is not running yet (scheduler or container waiting reason), if it says.
-    pending_reason: str | None
-    pending_message: str | None
+    #: Why the pod does not run, if the scheduler or the kubelet says: Unschedulable, or a
+    #: container's waiting reason (ErrImagePull, CreateContainerConfigError, CrashLoopBackOff
+    #: after a restart, ...), with its message.
+    waiting_reason: str | None
+    waiting_message: str | None
 
     @property
     def active(self) -> bool:
@@ -89,7 +93,9 @@ class PodObservation:
 
     @property
     def running(self) -> bool:
-        return self.active and self.phase == "Running"
+        """Running, and none of its containers waits for a reason the kubelet gave (a
+        container in CrashLoopBackOff leaves the pod's phase Running)."""
+        return self.active and self.phase == "Running" and self.waiting_reason is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,13 +254,8 @@ def observe_pod(body: Mapping[str, Any]) -> PodObservation:
     terminating = metadata.get("deletionTimestamp") is not None
     main = _main_container_status(status)
     generation = labels.get(LABEL_GENERATION, "0")
-    pending_reason, pending_message = (
-        _pending_reason(status, main)
-        if phase == "Pending"
-        else (
-            None,
-            None,
-        )
+    waiting_reason, waiting_message = (
+        _waiting(status) if phase in ("Pending", "Running") and not terminating else (None, None)
     )
     return PodObservation(
         name=metadata.get("name", ""),
@@ -271,8 +272,8 @@ def observe_pod(body: Mapping[str, Any]) -> PodObservation:
         container_restarts=sum(
             int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or []
         ),
-        pending_reason=pending_reason,
-        pending_message=pending_message,
+        waiting_reason=waiting_reason,
+        waiting_message=waiting_message,
     )
 
 
@@ -364,9 +365,10 @@ def _exited_before_disruption(terminated: Mapping[str, Any], status: Mapping[str
     return from_rfc3339(str(finished)) < from_rfc3339(str(disrupted))
 
 
-def _pending_reason(
-    status: Mapping[str, Any], main: Mapping[str, Any]
-) -> tuple[str | None, str | None]:
+def _waiting(status: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The scheduler's reason when it cannot place the pod, else the first container that
+    waits for a reason other than being created: init containers first (the others wait
+    for them), then the TensorFlow container, then the others, whose name the message gives."""
     for condition in status.get("conditions") or []:
         if (
             condition.get("type") == "PodScheduled"
@@ -374,7 +376,15 @@ def _pending_reason(
             and condition.get("reason")
         ):
             return condition["reason"], condition.get("message")
-    waiting = (main.get("state") or {}).get("waiting")
-    if waiting and waiting.get("reason") not in (None, "ContainerCreating", "PodInitializing"):
-        return waiting["reason"], waiting.get("message")
+    containers = sorted(
+        status.get("containerStatuses") or [], key=lambda c: c.get("name") != CONTAINER_NAME
+    )
+    for container in [*(status.get("initContainerStatuses") or []), *containers]:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
+        if reason and reason not in _STARTING:
+            message = waiting.get("message") or ""
+            if container.get("name") != CONTAINER_NAME:
+                message = f"container {container.get('name')}: {message}".rstrip(": ")
+            return reason, message or None
     return None, None

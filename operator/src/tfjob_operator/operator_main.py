@@ -32,6 +32,7 @@ from .endpoints import Endpoints
 from .gang import POD_GROUP_APIS, GangSchedulers
 from .kube import Api, Kube
 from .leader import LEASES_PATH, Election, Elector, LeaseRecord
+from .limits import INVALID_POD_GRACE_SECONDS
 from .metrics import Metrics
 from .observe import (
     WorkloadObservation,
@@ -136,6 +137,7 @@ async def run_operator(
     max_in_flight: int,
     concurrent_reconciles: int,
     gangs: GangSchedulers,
+    invalid_grace_seconds: float = INVALID_POD_GRACE_SECONDS,
     election: Election | None = None,
 ) -> int:
     """Runs until SIGTERM or SIGINT (0) or until it stops leading (1)."""
@@ -159,6 +161,7 @@ async def run_operator(
         instance=f"tfjob-operator@{socket.gethostname()}",
         concurrent_reconciles=concurrent_reconciles,
         gangs=gangs,
+        invalid_grace_seconds=invalid_grace_seconds,
     )
     gate = _StartGate(controller)
     scopes: list[str | None] = list(namespaces) or [None]

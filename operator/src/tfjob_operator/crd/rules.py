@@ -214,3 +214,48 @@ def dynamic_worker_rules() -> list[Rule]:
             reason="FieldValueForbidden",
         )
     ]
+
+
+def pod_spec_rules() -> list[Rule]:
+    """tfjob.dev's rules on a template's pod spec: what the Pod API refuses at pod creation
+    and the CRD can know at apply (kubeflow.org's CRD accepts what Kubeflow's accepts, and
+    the operator reports the refused pod in the job's conditions).
+
+    Their messages are fixed: a message built from the names would cost more than the API
+    server's CEL budget allows. The field path points at the list that holds the mistake.
+    """
+    rules = [
+        _rule(
+            f"!has(self.{group}) || self.{group}.all(c, !has(c.volumeMounts) || "
+            "c.volumeMounts.all(m, has(self.volumes) && self.volumes.exists(v, v.name == m.name)))",
+            f"every volumeMounts[].name of the {group} must name a volume of the template's "
+            "volumes",
+            fieldPath=f".{group}",
+        )
+        for group in ("containers", "initContainers")
+    ]
+    rules.append(
+        _rule(
+            "!has(self.initContainers) || "
+            "self.initContainers.all(i, !self.containers.exists(c, c.name == i.name))",
+            "an init container has the name of a container: every container of a pod needs "
+            "its own name",
+            # FieldValueDuplicate would print the value and drop the message.
+            fieldPath=".initContainers",
+        )
+    )
+    return rules
+
+
+def resources_rules() -> list[Rule]:
+    """A container's requests may not exceed its limits, resource by resource (the Pod API's
+    rule; a request with no limit is fine)."""
+    return [
+        _rule(
+            "!has(self.requests) || !has(self.limits) || self.requests.all(r, "
+            "!(r in self.limits) || "
+            "quantity(string(self.requests[r])).compareTo(quantity(string(self.limits[r]))) <= 0)",
+            "every resources.requests entry must be at most its resources.limits entry",
+            fieldPath=".requests",
+        )
+    ]

@@ -3,11 +3,13 @@
 The spec has the shape of Kubeflow's kubeflow.org/v1 TFJob, so a Kubeflow YAML works after
 changing its apiVersion, or unchanged under kubeflow.org (api.py); the fields this project
 does not implement are declared with Kubeflow's types and rejected by CEL rules with a
-message saying so. Both groups get the same schema and rules.
+message saying so. Both groups get the same schema and rules, except that tfjob.dev also
+refuses at apply the pod templates the Pod API would refuse (`strict_pod_template`).
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from ..api import (
@@ -45,6 +47,53 @@ def _string(description: str, **extra: Any) -> Schema:
 
 def _time(description: str) -> Schema:
     return {"type": "string", "format": "date-time", "description": description}
+
+
+#: Port numbers as the Pod API takes them (hostPort 0 means no host port).
+PORT_RANGES = {"containerPort": (1, 65535), "hostPort": (0, 65535)}
+#: Bounds that keep the requests-within-limits rule inside the API server's CEL cost budget
+#: (an unbounded map of unbounded quantities has no cost it can estimate): far above what a
+#: container asks for.
+MAX_RESOURCES_PER_CONTAINER = 32
+MAX_QUANTITY_LENGTH = 64
+#: Likewise for the rules across a template's containers and volumes (the cost of matching
+#: every mount against every volume grows with the product of the three).
+MAX_CONTAINERS = 16
+MAX_VOLUMES = 64
+MAX_VOLUME_MOUNTS = 32
+#: A container's or a volume's name is a DNS label (the Pod API's rule).
+MAX_NAME_LENGTH = 63
+
+
+def strict_pod_template(pod_template: Schema) -> Schema:
+    """tfjob.dev's pod template: what the Pod API would refuse when the operator creates the
+    pod, and the CRD can check, is refused at `kubectl apply` instead, naming the field.
+
+    kubeflow.org keeps the template's schema as it is: a YAML Kubeflow accepted is accepted
+    there, and a pod the API server refuses is reported in the job's conditions.
+    """
+    template = copy.deepcopy(pod_template)
+    spec = template["properties"]["spec"]
+    spec["x-kubernetes-validations"] = rules.pod_spec_rules()
+    volumes = spec["properties"]["volumes"]
+    volumes["maxItems"] = MAX_VOLUMES
+    volumes["items"]["properties"]["name"]["maxLength"] = MAX_NAME_LENGTH
+    for group in ("containers", "initContainers"):
+        spec["properties"][group]["maxItems"] = MAX_CONTAINERS
+        fields = spec["properties"][group]["items"]["properties"]
+        fields["name"]["maxLength"] = MAX_NAME_LENGTH
+        fields["volumeMounts"]["maxItems"] = MAX_VOLUME_MOUNTS
+        ports = fields["ports"]["items"]["properties"]
+        for port, (low, high) in PORT_RANGES.items():
+            ports[port].update(minimum=low, maximum=high)
+        resources = fields["resources"]
+        for amounts in ("requests", "limits"):
+            resources["properties"][amounts].update(maxProperties=MAX_RESOURCES_PER_CONTAINER)
+            resources["properties"][amounts]["additionalProperties"].update(
+                maxLength=MAX_QUANTITY_LENGTH
+            )
+        resources["x-kubernetes-validations"] = rules.resources_rules()
+    return template
 
 
 def replica_spec_schema(pod_template: Schema) -> Schema:
@@ -321,11 +370,21 @@ def tfjob_schema(pod_template: Schema) -> Schema:
 def printer_columns() -> list[dict[str, Any]]:
     """Columns of `kubectl get tfjobs`.
 
-    There is no Message column: a printer column takes the first JSONPath result, and the
-    operator keeps conditions in a fixed order by type, so no path selects the latest one.
+    A printer column takes the first JSONPath result, and the operator keeps conditions in a
+    fixed order by type, so no path selects the latest one. The Running condition says why
+    the job is not running (an image pull error, a refused pod) and, once another phase
+    turns True, takes its reason (conditions.py): its reason is the Reason column, its
+    message the Message column of `-o wide`.
     """
+    running = '.status.conditions[?(@.type=="Running")]'
     return [
         {"name": "State", "type": "string", "jsonPath": ".status.state"},
+        {
+            "name": "Reason",
+            "type": "string",
+            "jsonPath": f"{running}.reason",
+            "description": "Why the job is in its state, or why it does not run yet",
+        },
         {
             "name": "Active",
             "type": "integer",
@@ -345,11 +404,20 @@ def printer_columns() -> list[dict[str, Any]]:
             "description": "Restarts counted against backoffLimit",
         },
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        {
+            "name": "Message",
+            "type": "string",
+            "jsonPath": f"{running}.message",
+            "priority": 1,
+            "description": "The Running condition's message",
+        },
     ]
 
 
 def tfjob_crd(pod_template: Schema, api: TFJobApi) -> dict[str, Any]:
     """The CRD of `api`, given the structural schema of a core/v1 PodTemplateSpec."""
+    if api == TFJOB_DEV:
+        pod_template = strict_pod_template(pod_template)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
