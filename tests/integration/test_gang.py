@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from support.tfjobs import SHELL_IMAGE, TFJobs, condition, shell_replica, tfjob
 
 from tfjob_localcluster.cluster import LocalCluster
-from tfjob_localcluster.coscheduling import SCHEDULER_NAME, Coscheduling
+from tfjob_localcluster.coscheduling import SCHEDULER_NAME
 from tfjob_localcluster.pytest_plugin import Kubectl
 from tfjob_localcluster.volcano import Volcano
 
@@ -28,41 +28,6 @@ pytestmark = pytest.mark.integration
 UNTIL_TOLD = "until [ -e /done ]; do sleep 0.2; done"
 PLUGINS_GROUP = ("scheduling.x-k8s.io", "v1alpha1")
 VOLCANO_GROUP = ("scheduling.volcano.sh", "v1beta1")
-
-
-@pytest.fixture(scope="module")
-def coscheduling(
-    local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Coscheduling]:
-    assert local_cluster.control_plane is not None
-    running = Coscheduling(
-        local_cluster.kubeconfig,
-        local_cluster.kubectl,
-        local_cluster.control_plane.ca,
-        tmp_path_factory.mktemp("coscheduling"),
-    )
-    running.start()
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
-@pytest.fixture(scope="module")
-def volcano(
-    local_cluster: LocalCluster, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Volcano]:
-    """Volcano's scheduler and CRDs; the CRDs go (with every PodGroup and Queue) after."""
-    running = Volcano(
-        local_cluster.kubeconfig, local_cluster.kubectl, tmp_path_factory.mktemp("volcano")
-    )
-    running.start()
-    try:
-        yield running
-    finally:
-        running.stop()
-        for plural in ("podgroups", "queues"):
-            kubectl("delete", "crd", f"{plural}.scheduling.volcano.sh", "--ignore-not-found")
 
 
 @pytest.fixture

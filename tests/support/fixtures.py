@@ -1,5 +1,6 @@
 """Fixtures for tests of the operator on the local cluster: the CRD, the operator process,
-TFJob helpers bound to a fresh namespace, and the session's OCI registry."""
+TFJob helpers bound to a fresh namespace, the session's OCI registry, and the gang
+schedulers (for the modules that use them)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ import pytest
 
 from support.operator_process import OperatorProcess
 from support.tfjobs import TFJobs
+from tfjob_localcluster.cluster import LocalCluster
+from tfjob_localcluster.coscheduling import Coscheduling
 from tfjob_localcluster.ociregistry import OciRegistry
+from tfjob_localcluster.pytest_plugin import Kubectl
+from tfjob_localcluster.volcano import Volcano
 
 ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
@@ -139,3 +144,38 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             ("operator log (tail)", f"{process.log_path}\n{process.log_tail(60)}")
         )
     return report
+
+
+@pytest.fixture(scope="module")
+def coscheduling(
+    local_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Coscheduling]:
+    assert local_cluster.control_plane is not None
+    running = Coscheduling(
+        local_cluster.kubeconfig,
+        local_cluster.kubectl,
+        local_cluster.control_plane.ca,
+        tmp_path_factory.mktemp("coscheduling"),
+    )
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def volcano(
+    local_cluster: LocalCluster, kubectl: Kubectl, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Volcano]:
+    """Volcano's scheduler and CRDs; the CRDs go (with every PodGroup and Queue) after."""
+    running = Volcano(
+        local_cluster.kubeconfig, local_cluster.kubectl, tmp_path_factory.mktemp("volcano")
+    )
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+        for plural in ("podgroups", "queues"):
+            kubectl("delete", "crd", f"{plural}.scheduling.volcano.sh", "--ignore-not-found")

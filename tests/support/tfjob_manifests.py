@@ -331,6 +331,10 @@ REJECTED = [
             "runPolicy.schedulingPolicy.minAvailable is 3, but the job has only 2 replicas: the "
             "gang could never be complete",
         ),
+        server_only=(
+            "tfjob.dev's CRD refuses it; kubeflow.org accepts it as Kubeflow does, and the "
+            "job waits, saying why, until minAvailable is lowered"
+        ),
     ),
     *(
         Rejected(

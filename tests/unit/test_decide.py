@@ -609,3 +609,27 @@ def test_a_forbidden_pod_waits_and_a_changed_spec_makes_a_refusal_moot() -> None
     assert moot.status is not None
     assert "Failed" not in {c["type"] for c in moot.status["conditions"]}
     assert created(moot) == ["mnist-worker-1"]
+
+
+def test_a_gang_larger_than_the_job_waits_saying_why_until_lowered() -> None:
+    """kubeflow.org accepts it, as Kubeflow does; tfjob.dev's CRD refuses it at apply."""
+    volcano = {"schedulerName": "volcano"}
+    worker = replica_spec(1, "Never")
+    worker["template"]["spec"].update(volcano)
+    spec = {
+        "tfReplicaSpecs": {"Worker": worker},
+        "runPolicy": {"schedulingPolicy": {"minAvailable": 10}},
+    }
+    plan = decide(job_view(spec), [], [], NOW)
+    assert plan.create_pod_group is not None
+    assert plan.create_pod_group["spec"]["minMember"] == 10
+    assert plan.create_pod_group["spec"]["queue"] == "default"  # Volcano's, as Kubeflow sets
+    assert plan.status is not None
+    reported = condition(plan.status, "Running")
+    assert (reported["status"], reported["reason"]) == ("False", "GangUnschedulable")
+    assert "minAvailable is 10, more than the job's 1 replicas" in reported["message"]
+    assert "Failed" not in {c["type"] for c in plan.status["conditions"]}
+    assert [e.reason for e in plan.events] == ["GangUnschedulable"]
+    # The pod waits for its gang: said once, and the job is not failed.
+    pending = [pod(spec, "worker-0", "Pending")]
+    assert run(spec, pending, plan.status).events == []

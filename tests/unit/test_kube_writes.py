@@ -158,3 +158,13 @@ def test_an_api_server_down_or_restarting_is_unavailable_a_refusal_is_not() -> N
     assert not unavailable(ApiError(403, "create pod", b'{"message": "forbidden"}'))
     assert not unavailable(ApiError(422, "create pod", b'{"message": "invalid"}'))
     assert not unavailable(KeyError("spec"))
+
+
+def test_a_refusal_is_a_client_error_other_than_a_conflict_or_a_throttle() -> None:
+    invalid = ApiError(422, "create pod", b'{"reason": "Invalid", "message": "spec: bad"}')
+    assert invalid.refused
+    assert (invalid.reason, invalid.detail) == ("Invalid", "spec: bad")
+    assert ApiError(403, "create pod", b'{"reason": "Forbidden", "message": "quota"}').refused
+    assert ApiError(404, "create pod", b"404 page not found").refused
+    for status in (409, 429, 500, 503):
+        assert not ApiError(status, "create pod", b"{}").refused

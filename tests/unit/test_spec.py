@@ -61,13 +61,6 @@ def test_defaults_match_the_crd() -> None:
             {"tfReplicaSpecs": {"Worker": replica_spec()}, "enableDynamicWorker": True},
             "enableDynamicWorker: is not supported yet",
         ),
-        (
-            {
-                "tfReplicaSpecs": {"Worker": replica_spec()},
-                "runPolicy": {"schedulingPolicy": {"minAvailable": 2}},
-            },
-            "schedulingPolicy.minAvailable: 2 is more than the job's 1 replicas",
-        ),
         ({"tfReplicaSpecs": {"Worker": replica_spec(0)}}, "needs at least one Chief, Master"),
     ],
 )

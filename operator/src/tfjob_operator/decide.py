@@ -771,7 +771,15 @@ class _Decision:
             if current[key].waiting_reason is not None and current[key].active
         ]
         said = next((g.unschedulable for g in self.pod_groups if g.owner_uid == self.ref.uid), None)
-        if self.gang is not None and said is not None:
+        if self.gang is not None and self.gang.min_member > spec.total_replicas:
+            # Accepted under kubeflow.org, as Kubeflow accepts it (tfjob.dev's CRD refuses it).
+            reason, series = "GangUnschedulable", "gang"
+            message = (
+                f"spec.runPolicy.schedulingPolicy.minAvailable is {self.gang.min_member}, more "
+                f"than the job's {spec.total_replicas} replicas: the gang cannot be complete "
+                "until minAvailable is lowered"
+            )
+        elif self.gang is not None and said is not None:
             reason, message, series = "GangUnschedulable", said, "gang"
         elif waiting:
             key, pod = waiting[0]

@@ -31,6 +31,8 @@ VOLCANO_NAME: Final = "volcano"
 #: as SCHEDULER_PLUGINS_NAME.
 KUBEFLOW_SCHEDULER_PLUGINS: Final = "scheduler-plugins"
 DEFAULT_SCHEDULER: Final = "default-scheduler"
+#: The Volcano Queue of a PodGroup that names none, as Volcano's webhook and Kubeflow set it.
+VOLCANO_DEFAULT_QUEUE: Final = "default"
 
 
 @dataclass(frozen=True)
@@ -225,8 +227,7 @@ def pod_group_spec(gang: Gang) -> dict[str, Any]:
         return spec
     if gang.min_task_member:
         spec["minTaskMember"] = dict(gang.min_task_member)
-    if gang.queue:
-        spec["queue"] = gang.queue
+    spec["queue"] = gang.queue or VOLCANO_DEFAULT_QUEUE
     if gang.priority_class:
         spec["priorityClassName"] = gang.priority_class
     return spec

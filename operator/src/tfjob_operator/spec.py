@@ -153,13 +153,6 @@ def parse_spec(name: str, spec: Mapping[str, Any]) -> JobSpec:
     errors.extend(_topology_errors(replica_specs))
     run_policy, policy_errors = _parse_run_policy(spec.get("runPolicy") or {})
     errors.extend(policy_errors)
-    min_available = run_policy.scheduling.min_available
-    total = sum(s.replicas for s in replica_specs.values())
-    if min_available is not None and replica_specs and min_available > total:
-        errors.append(
-            f"spec.runPolicy.schedulingPolicy.minAvailable: {min_available} is more than the "
-            f"job's {total} replicas: the gang could never be complete"
-        )
     if spec.get("enableDynamicWorker"):
         errors.append("spec.enableDynamicWorker: is not supported yet")
     success_raw = spec.get("successPolicy") or ""

@@ -155,7 +155,10 @@ def replica_spec_rules() -> list[Rule]:
 
 
 def spec_rules() -> list[Rule]:
-    """A gang of more pods than the job has could never be complete."""
+    """tfjob.dev's: a gang of more pods than the job has could never be complete.
+
+    kubeflow.org accepts it, as Kubeflow does: the job waits, saying why, until an update
+    lowers minAvailable (decide.py)."""
     policy = "self.runPolicy.schedulingPolicy"
     total = "self.tfReplicaSpecs.map(t, self.tfReplicaSpecs[t].replicas).sum()"
     return [

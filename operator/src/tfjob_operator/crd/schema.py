@@ -3,8 +3,11 @@
 The spec has the shape of Kubeflow's kubeflow.org/v1 TFJob, so a Kubeflow YAML works after
 changing its apiVersion, or unchanged under kubeflow.org (api.py); the fields this project
 does not implement are declared with Kubeflow's types and rejected by CEL rules with a
-message saying so. Both groups get the same schema and rules, except that tfjob.dev also
-refuses at apply the pod templates the Pod API would refuse (`strict_pod_template`).
+message saying so. Both groups get the same schema and rules, except that tfjob.dev is
+strict: it also refuses at apply what could not run (pod templates the Pod API would
+refuse, a gang larger than the job). kubeflow.org accepts whatever Kubeflow's own
+validation accepts, so that a YAML or an SDK call that worked with Kubeflow works here; the
+operator reports in the job's conditions why such a job does not run.
 """
 
 from __future__ import annotations
@@ -231,12 +234,13 @@ def run_policy_schema() -> Schema:
     }
 
 
-def spec_schema(pod_template: Schema) -> Schema:
+def spec_schema(pod_template: Schema, strict: bool) -> Schema:
+    """`strict` for tfjob.dev: what cannot run is refused at apply (see the module)."""
     return {
         "type": "object",
         "description": "The desired TensorFlow cluster and the policies that run it.",
         "required": ["tfReplicaSpecs"],
-        "x-kubernetes-validations": rules.spec_rules(),
+        **({"x-kubernetes-validations": rules.spec_rules()} if strict else {}),
         "properties": {
             "tfReplicaSpecs": {
                 "type": "object",
@@ -246,7 +250,9 @@ def spec_schema(pod_template: Schema) -> Schema:
                     "no chief, decides success."
                 ),
                 "maxProperties": len(rules.REPLICA_TYPES),
-                "additionalProperties": replica_spec_schema(pod_template),
+                "additionalProperties": replica_spec_schema(
+                    strict_pod_template(pod_template) if strict else pod_template
+                ),
                 "x-kubernetes-validations": rules.replica_specs_rules(),
             },
             "runPolicy": run_policy_schema(),
@@ -346,7 +352,7 @@ def status_schema() -> Schema:
     }
 
 
-def tfjob_schema(pod_template: Schema) -> Schema:
+def tfjob_schema(pod_template: Schema, strict: bool) -> Schema:
     return {
         "type": "object",
         "description": (
@@ -360,7 +366,7 @@ def tfjob_schema(pod_template: Schema) -> Schema:
             "kind": {"type": "string"},
             # Declared so that the root rules can point at metadata.name.
             "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
-            "spec": spec_schema(pod_template),
+            "spec": spec_schema(pod_template, strict),
             "status": status_schema(),
         },
         "x-kubernetes-validations": rules.root_rules(),
@@ -416,8 +422,6 @@ def printer_columns() -> list[dict[str, Any]]:
 
 def tfjob_crd(pod_template: Schema, api: TFJobApi) -> dict[str, Any]:
     """The CRD of `api`, given the structural schema of a core/v1 PodTemplateSpec."""
-    if api == TFJOB_DEV:
-        pod_template = strict_pod_template(pod_template)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -441,7 +445,7 @@ def tfjob_crd(pod_template: Schema, api: TFJobApi) -> dict[str, Any]:
                     "storage": True,
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": printer_columns(),
-                    "schema": {"openAPIV3Schema": tfjob_schema(pod_template)},
+                    "schema": {"openAPIV3Schema": tfjob_schema(pod_template, api == TFJOB_DEV)},
                 }
             ],
         },
