@@ -40,6 +40,25 @@ def wait_running_reason(
     )
 
 
+def reported_after_the_kubelet(
+    tfjobs: TFJobs, name: str, reasons: tuple[str, ...], kubelet_timeout: float
+) -> dict[str, Any]:
+    """The job once its Running condition gives one of `reasons`, which must be within
+    REPORTED_WITHIN of the kubelet first reporting one of them in the pod's status."""
+
+    def waiting(pods: list[client.V1Pod]) -> bool:
+        return any(
+            c.state and c.state.waiting and c.state.waiting.reason in reasons
+            for pod in pods
+            for c in pod.status.container_statuses or []
+        )
+
+    tfjobs.wait_pods(
+        name, waiting, f"a container waiting with {' or '.join(reasons)}", kubelet_timeout
+    )
+    return wait_running_reason(tfjobs, name, lambda r: r in reasons, REPORTED_WITHIN)
+
+
 def running(job: dict[str, Any]) -> dict[str, Any]:
     found = condition(job, "Running")
     assert found is not None
@@ -143,7 +162,7 @@ def test_a_missing_config_map_is_named_and_the_job_runs_once_it_exists(
         {"name": "EPOCHS", "valueFrom": reference}
     )
     tfjobs.create(tfjob("config", {"Worker": worker}))
-    job = wait_running_reason(tfjobs, "config", lambda r: r == "CreateContainerConfigError", 30)
+    job = reported_after_the_kubelet(tfjobs, "config", ("CreateContainerConfigError",), 60)
     message = running(job)["message"]
     assert message.startswith("worker-0 is pending: CreateContainerConfigError: ")
     assert 'configmap "settings" not found' in message
@@ -157,7 +176,7 @@ def test_a_missing_config_map_is_named_and_the_job_runs_once_it_exists(
 
 def test_a_crash_looping_replica_is_named(tfjobs: TFJobs) -> None:
     tfjobs.create(tfjob("crash", {"Worker": shell_replica("sleep 1; exit 3", policy="OnFailure")}))
-    job = wait_running_reason(tfjobs, "crash", lambda r: r == "CrashLoopBackOff", 60)
+    job = reported_after_the_kubelet(tfjobs, "crash", ("CrashLoopBackOff",), 60)
     message = running(job)["message"]
     assert message.startswith("worker-0 is waiting: CrashLoopBackOff: back-off ")
     assert job["status"]["state"] != "Running"
@@ -171,7 +190,7 @@ def test_an_unpullable_image_is_named_and_its_events_are_aggregated(
     worker["template"]["spec"]["containers"][0]["image"] = "127.0.0.1:9/missing/trainer:1"
     tfjobs.create(tfjob("pull", {"Worker": worker}))
     pulling = ("ErrImagePull", "ImagePullBackOff")
-    job = wait_running_reason(tfjobs, "pull", lambda r: r in pulling, 30)
+    job = reported_after_the_kubelet(tfjobs, "pull", pulling, 60)
     assert "127.0.0.1:9/missing/trainer:1" in running(job)["message"]
     row = kubectl("get", "tfj", "pull", "-n", namespace).stdout.splitlines()[1].split()
     assert row[1] == "Created"

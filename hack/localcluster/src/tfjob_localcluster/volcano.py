@@ -7,8 +7,9 @@ CRDs it watches (PodGroups, Queues, Numatopologies) are the module's own
 built-in configuration (actions enqueue, allocate, backfill; the gang, proportion and
 predicates plugins among others). Volcano's admission webhooks and controllers are not run:
 the operator creates the PodGroups Volcano's job controller would, and names the `default`
-Queue in those whose job names none, as Volcano's webhook would. It runs as a host process with the admin kubeconfig; it is ready once its log says
-it has started to schedule (its health endpoint answers before its caches are synced).
+Queue in those whose job names none, as Volcano's webhook would. It runs as a host process
+with the admin kubeconfig; it is ready once its log says it has started to schedule (its
+health endpoint answers before its caches are synced).
 """
 
 from __future__ import annotations
