@@ -25,6 +25,8 @@ from tfjob_operator.spec import InvalidSpec, Replica, parse_spec
 from .test_controller import Harness
 from .tfjobs import JOB, NOW, job_view, pod, replica_spec
 
+pytestmark = pytest.mark.unit
+
 PLUGINS = "scheduler-plugins-scheduler"
 
 
@@ -132,7 +134,8 @@ def test_min_available_below_the_job_leaves_the_task_counts_out() -> None:
     spec = parse_spec("mnist", gang_spec("volcano", workers=3, minAvailable=2))
     gang = job_gang(spec, USUAL_GANG_SCHEDULERS)
     assert gang is not None
-    assert render_pod_group(JOB, gang)["spec"] == {"minMember": 2}
+    # Volcano's default queue when the job names none, as Kubeflow and Volcano's webhook set it.
+    assert render_pod_group(JOB, gang)["spec"] == {"minMember": 2, "queue": "default"}
 
 
 def test_the_operators_default_gang_scheduler_takes_the_jobs_that_name_none() -> None:
