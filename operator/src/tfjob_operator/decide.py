@@ -364,7 +364,7 @@ class _Decision:
             return self._plan_with_status(spec)
         gang_ready = self._plan_pod_group()
         self._create_missing(spec, configs, desired, current, stale, pods_wait=not gang_ready)
-        self._report_progress(spec, desired, current, stale)
+        self._report_progress(spec, desired, current, stale, refused)
         return self._plan_with_status(spec)
 
     # -- outcomes -----------------------------------------------------------------------------
@@ -737,14 +737,15 @@ class _Decision:
         desired: Mapping[str, Replica],
         current: Mapping[str, PodObservation],
         stale: Sequence[PodObservation],
+        refused: Sequence[Refusal],
     ) -> None:
+        """`refused` are the replicas' refusals, in the order `_refused` gives them."""
         training = [
             key
             for key, r in desired.items()
             if r.type is not ReplicaType.EVALUATOR
             and r.index not in self.succeeded.get(r.type.value, set())
         ]
-        refused = self._refused(desired)
         if refused:
             first = refused[0]
             message = first.describe()
