@@ -10,6 +10,8 @@ export TFJOB_CACHE ?= $(HOME)/.cache/tfjob-operator
 UV_VERSION := 0.13.9
 UV_HOME := $(TFJOB_CACHE)/tools/uv-$(UV_VERSION)
 UV := $(UV_HOME)/bin/uv
+# The release builds the Python wheel with it (release/wheel.py).
+export TFJOB_UV := $(UV)
 VENV := .venv
 BIN := $(VENV)/bin
 # uv must use the machine's Python 3.11: only package registries are reachable.

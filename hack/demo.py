@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import subprocess
 import sys
 import time
@@ -43,10 +42,10 @@ from tfjob_localcluster.binaries import cache_root  # noqa: E402
 from tfjob_localcluster.chart import InstallError, install_operator  # noqa: E402
 from tfjob_localcluster.images import PROJECT_IMAGES  # noqa: E402
 from tfjob_localcluster.kind import KindCluster, KindError, unavailable  # noqa: E402
+from tfjob_operator.client.results import results_in  # noqa: E402
 
 EXAMPLES = ("mnist-mwms.yaml", "mnist-pss.yaml")
 NAMESPACE = "demo"
-RESULT_PREFIX = "TFJOB_RESULT "
 STARTED = time.monotonic()
 STALL_SECONDS = 45.0
 
@@ -209,11 +208,8 @@ def results(core: client.CoreV1Api, pod: str) -> dict[str, Any] | None:
         log = core.read_namespaced_pod_log(pod, NAMESPACE, container="tensorflow")
     except client.ApiException:
         return None
-    for line in log.splitlines():
-        if line.startswith(RESULT_PREFIX):
-            parsed: dict[str, Any] = json.loads(line.removeprefix(RESULT_PREFIX))
-            return parsed
-    return None
+    found = results_in(log.splitlines())
+    return found[0] if found else None
 
 
 def report(api: client.ApiClient, jobs: list[dict[str, Any]]) -> bool:

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from release import changelog, chart, manifests
+from release import changelog, chart, manifests, wheel
 from release.buildah import Buildah, BuildahError
 from release.images import Built, ImageBuilder, Pushed
 from release.plan import PLATFORMS, Plan, PlanError, images, make_plan
@@ -49,6 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--source", type=Path, default=ROOT, help="the repository to release (default: this one)"
     )
+    parser.add_argument(
+        "--uv",
+        default=os.environ.get("TFJOB_UV") or "uv",
+        help="the uv that builds the Python wheel (default: $TFJOB_UV, which make sets, or uv)",
+    )
     args = parser.parse_args(argv)
     source = args.source.resolve()
     try:
@@ -61,17 +67,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             out=args.out.resolve(),
         )
         notes = changelog.notes((source / "CHANGELOG.md").read_text(), plan.version)
-        release(plan, source, notes)
-    except (PlanError, changelog.ChangelogError, chart.ChartError, BuildahError) as error:
+        release(plan, source, notes, args.uv)
+    except (
+        PlanError,
+        changelog.ChangelogError,
+        chart.ChartError,
+        BuildahError,
+        wheel.WheelError,
+    ) as error:
         print(f"release: {error}", file=sys.stderr)
         return 1
     return 0
 
 
-def release(plan: Plan, source: Path, notes: str) -> None:
+def release(plan: Plan, source: Path, notes: str, uv: str) -> None:
     started = time.monotonic()
     plan.out.mkdir(parents=True, exist_ok=True)
     say(f"releasing {plan.version} to {plan.registry} for {', '.join(plan.platforms)}")
+    package = wheel.build(source, plan.out, uv, plan.version)
+    say(f"built {package.name} (the client and CLI: pip install {package.name})")
     builder = ImageBuilder(plan, source, Buildah(say), say)
     pushed: list[Pushed] = []
     for image in plan.images:
@@ -88,6 +102,7 @@ def release(plan: Plan, source: Path, notes: str) -> None:
         write_manifests(plan, packaged)
     (plan.out / "release-notes.md").write_text(notes)
     record = summary(plan, pushed, chart_digest, time.monotonic() - started)
+    record["wheel"] = {"file": package.name, "digest": wheel.digest(package)}
     (plan.out / "release.json").write_text(json.dumps(record, indent=2) + "\n")
     say(f"release {plan.version} done in {record['seconds']:.0f}s; files in {plan.out}")
 

@@ -1,22 +1,41 @@
-"""Every scenario's wall time, printed in its own section at the end of the pytest output,
-and, for a scenario that fails, the diagnosis `make demo` prints for a stall: each pod of
+"""The `tfjobs` fixture (a fresh namespace per test, on the module's backend); every
+scenario's wall time, printed in its own section at the end of the pytest output; and, for
+a scenario that fails, the diagnosis `make demo` prints for a stall: each pod of
 its namespace and of the operator with its phase, why it waits, last events and log lines
 (the trainers' logs name the peers they wait for)."""
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
-from support.backends import RELEASE_NAMESPACE, SCENARIO_KEY
+from support.backends import RELEASE_NAMESPACE, SCENARIO_KEY, Backend
+from support.tfjobs import TFJobs
 
 from tfjob_localcluster.chart import SELECTOR
 from tfjob_localcluster.diagnose import describe_pods
 
 WALL_TIMES: list[str] = []
+
+
+@pytest.fixture
+def tfjobs(backend: Backend, request: pytest.FixtureRequest) -> Iterator[TFJobs]:
+    """A fresh namespace in the backend's cluster, with TFJob helpers bound to it."""
+    core = client.CoreV1Api(backend.api_client)
+    name = f"e2e-{request.node.originalname.removeprefix('test_')[:30].replace('_', '-')}"
+    name = f"{name.rstrip('-')}-{secrets.token_hex(3)}"
+    core.create_namespace({"metadata": {"name": name}})
+    deadline = time.monotonic() + 30
+    while not core.list_namespaced_service_account(name).items:
+        assert time.monotonic() < deadline, "the namespace's default ServiceAccount never came"
+        time.sleep(0.2)
+    request.node.stash[SCENARIO_KEY] = (backend.api_client, name)
+    yield TFJobs(backend.api_client, name)
+    core.delete_namespace(name, propagation_policy="Background")
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -31,6 +32,7 @@ from kubernetes import client, config
 from support.backends import backend_params
 from support.tfjobs import PodCreations, TFJobs, condition, shell_replica, tfjob
 
+from release.wheel import digest as wheel_digest
 from tfjob_localcluster.binaries import locate, parse_versions
 from tfjob_localcluster.chart import NAMESPACE, RELEASE, helm, wait_available
 from tfjob_localcluster.cluster import LocalCluster
@@ -40,15 +42,24 @@ from tfjob_localcluster.ociregistry import OciRegistry
 from tfjob_localcluster.platforms import host_architecture
 from tfjob_localcluster.pytest_plugin import Kubectl, namespace_name
 from tfjob_operator import published
+from tfjob_operator.client.results import results_in
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[2]
-RESULT_PREFIX = "TFJOB_RESULT "
 TRAINING_TIMEOUT = 420
 #: How long the previous operator's pods may take to go after an upgrade.
 ROLLOUT_TIMEOUT = 120
 #: Where the previous release is pushed in the test's registry, beside the current one.
 PREVIOUS_ORGANISATION = "previous"
+
+
+#: What a notebook would run with the released client: the job's state and results.
+READ_BACK = """
+import json, sys
+from tfjob_operator.client import TFJobClient
+tfjobs = TFJobClient(sys.argv[2], kubeconfig=sys.argv[1])
+print(json.dumps({"state": tfjobs.get("mnist").state, **tfjobs.results("mnist")}))
+"""
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,36 @@ class Release:
     def image(self, name: str) -> dict[str, Any]:
         found: dict[str, Any] = self.record["images"][name]
         return found
+
+
+@pytest.fixture(scope="module")
+def released_client(release: Release, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The release's wheel installed with pip into a new environment: its Python."""
+    venv = tmp_path_factory.mktemp("client") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    # pip's cache would be the host's ~/.cache/pip: none.
+    env = {**os.environ, "PIP_NO_CACHE_DIR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    wheel = release.out / release.record["wheel"]["file"]
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", str(wheel)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"pip install {wheel.name}:\n{done.stdout}\n{done.stderr}"
+    listed = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    installed = {p["name"].lower() for p in json.loads(listed.stdout)} - {"pip", "setuptools"}
+    # The client alone: none of the controller's dependencies (aiohttp, orjson, ...).
+    assert installed == {"tfjob-operator", "pyyaml", "jinja2", "markupsafe"}
+    return python
 
 
 def released(out: Path) -> dict[str, Any]:
@@ -290,10 +331,13 @@ def test_the_release_pushes_its_images_by_digest_and_its_chart(release: Release)
     crds = list(yaml.safe_load_all((release.out / "crds.yaml").read_text()))
     assert [c["metadata"]["name"] for c in crds] == ["tfjobs.tfjob.dev"]
     assert (release.out / "release-notes.md").read_text().strip()
+    package = release.out / release.record["wheel"]["file"]
+    assert package.name == f"tfjob_operator-{release.version}-py3-none-any.whl"
+    assert release.record["wheel"]["digest"] == wheel_digest(package)
 
 
 def test_helm_install_from_the_registry_trains_with_pulled_images(
-    release: Release, target: Target, jobs: TFJobs
+    release: Release, target: Target, jobs: TFJobs, released_client: Path
 ) -> None:
     install(target, release.chart, release.version)
     try:
@@ -315,9 +359,18 @@ def test_helm_install_from_the_registry_trains_with_pulled_images(
         log_text = jobs.core.read_namespaced_pod_log(
             "mnist-worker-0", jobs.namespace, container="tensorflow"
         )
-        (line,) = [x for x in log_text.splitlines() if x.startswith(RESULT_PREFIX)]
-        result = json.loads(line.removeprefix(RESULT_PREFIX))
+        (result,) = results_in(log_text.splitlines())
         assert result["accuracy"] >= result["accuracy_threshold"]
+        # The released client reads the same job and results from outside the cluster.
+        read = subprocess.run(
+            [str(released_client), "-c", READ_BACK, target.kubeconfig, jobs.namespace],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert read.returncode == 0, read.stderr
+        read_back = json.loads(read.stdout)
+        assert (read_back["state"], read_back["worker-0"]) == ("Succeeded", result)
     finally:
         uninstall(target)
 

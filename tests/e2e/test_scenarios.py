@@ -7,71 +7,29 @@ TFJob's status, its events and the trainer's `TFJOB_RESULT` line read from pod l
 from __future__ import annotations
 
 import copy
-import json
 import re
-import secrets
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-import yaml
 from kubernetes import client
-from support.backends import SCENARIO_KEY, Backend
+from support.backends import Backend
+from support.examples import example, set_args
 from support.tfjobs import GENERATION_ENV, PodCreations, TFJobs, condition
 
 from tfjob_localcluster.diagnose import describe_pods
-from tfjob_localcluster.images import TRAINER
-from tfjob_operator import published
+from tfjob_operator.client.results import results_in
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULT_PREFIX = "TFJOB_RESULT "
 TRAINING_TIMEOUT = 420
-
-
-def example(name: str) -> dict[str, Any]:
-    """A TFJob from examples/, exactly as users copy it (its trainer image renamed only
-    where `make images` named the images under another registry, `$TFJOB_REGISTRY`)."""
-    document: dict[str, Any] = yaml.safe_load((ROOT / "examples" / name).read_text())
-    for spec in document["spec"]["tfReplicaSpecs"].values():
-        for container in spec["template"]["spec"]["containers"]:
-            if container["image"] == published.trainer_image():
-                container["image"] = TRAINER
-    return document
-
-
-def set_args(job: dict[str, Any], extra: list[str]) -> dict[str, Any]:
-    """The job with `extra` trainer flags appended on every replica."""
-    job = copy.deepcopy(job)
-    for spec in job["spec"]["tfReplicaSpecs"].values():
-        spec["template"]["spec"]["containers"][0]["args"] += extra
-    return job
-
-
-@pytest.fixture
-def tfjobs(backend: Backend, request: pytest.FixtureRequest) -> Iterator[TFJobs]:
-    """A fresh namespace in the backend's cluster, with TFJob helpers bound to it."""
-    core = client.CoreV1Api(backend.api_client)
-    name = f"e2e-{request.node.originalname.removeprefix('test_')[:30].replace('_', '-')}"
-    name = f"{name.rstrip('-')}-{secrets.token_hex(3)}"
-    core.create_namespace({"metadata": {"name": name}})
-    deadline = time.monotonic() + 30
-    while not core.list_namespaced_service_account(name).items:
-        assert time.monotonic() < deadline, "the namespace's default ServiceAccount never came"
-        time.sleep(0.2)
-    request.node.stash[SCENARIO_KEY] = (backend.api_client, name)
-    yield TFJobs(backend.api_client, name)
-    core.delete_namespace(name, propagation_policy="Background")
 
 
 def results(tfjobs: TFJobs, pod: str) -> dict[str, Any]:
     """The trainer's results line from the pod's log, read through the API server."""
     log = tfjobs.core.read_namespaced_pod_log(pod, tfjobs.namespace, container="tensorflow")
-    lines = [line for line in log.splitlines() if line.startswith(RESULT_PREFIX)]
-    assert len(lines) == 1, f"{pod}: expected one results line, log ends:\n{log[-3000:]}"
-    parsed: dict[str, Any] = json.loads(lines[0].removeprefix(RESULT_PREFIX))
-    return parsed
+    found = results_in(log.splitlines())
+    assert len(found) == 1, f"{pod}: expected one results line, log ends:\n{log[-3000:]}"
+    return found[0]
 
 
 def wait_for_log(tfjobs: TFJobs, pod: str, needle: str, timeout: float = 240) -> None:

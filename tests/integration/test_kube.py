@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from tfjob_operator.connection import load_connection
-from tfjob_operator.kube import Api, ApiError, Kube
+from tfjob_operator.errors import ApiError
+from tfjob_operator.kube import Api, Kube
 
 pytestmark = pytest.mark.integration
 

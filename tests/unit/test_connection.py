@@ -93,3 +93,32 @@ def test_a_context_naming_a_missing_cluster_is_an_error(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(document))
     with pytest.raises(CredentialsError, match="no cluster named 'nowhere'"):
         load_connection(str(path))
+
+
+def test_a_named_context_is_used_instead_of_the_current_one(tmp_path: Path) -> None:
+    path = Path(kubeconfig(tmp_path, {"token": "abc"}))
+    document = yaml.safe_load(path.read_text())
+    document["clusters"].append({"name": "nowhere", "cluster": {"server": "http://other:8080"}})
+    document["users"].append({"name": "nobody", "user": {"token": "xyz"}})
+    path.write_text(yaml.safe_dump(document))
+    connection = load_connection(str(path), context="other")
+    assert connection.server == "http://other:8080"
+    assert connection.namespace == "default"
+    assert connection.tokens.header_now() == "Bearer xyz"
+    with pytest.raises(CredentialsError, match="no context named 'missing'"):
+        load_connection(str(path), context="missing")
+
+
+def test_kubeconfig_names_several_files_and_the_first_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = kubeconfig(tmp_path, {"token": "abc"})
+    monkeypatch.setenv("KUBECONFIG", f"{path}:{tmp_path / 'absent'}")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")  # a kubeconfig wins in a pod
+    assert load_connection().server == "https://api.example:6443"
+
+
+def test_the_synchronous_token_runs_the_exec_plugin_too(tmp_path: Path) -> None:
+    command = "import json; print(json.dumps({'status': {'token': 'now'}}))"
+    user = {"exec": {"command": sys.executable, "args": ["-c", command]}}
+    assert load_connection(kubeconfig(tmp_path, user)).tokens.header_now() == "Bearer now"

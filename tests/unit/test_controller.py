@@ -26,7 +26,7 @@ from tfjob_operator.controller import (
     error_backoff,
 )
 from tfjob_operator.decide import JobView
-from tfjob_operator.kube import ApiError
+from tfjob_operator.errors import ApiError
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observe import (
     FlavorObservation,

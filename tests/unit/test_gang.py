@@ -10,6 +10,7 @@ import pytest
 
 from tfjob_operator import quantity
 from tfjob_operator.decide import decide
+from tfjob_operator.errors import ApiError
 from tfjob_operator.gang import (
     SCHEDULER_PLUGINS,
     USUAL_GANG_SCHEDULERS,
@@ -17,7 +18,6 @@ from tfjob_operator.gang import (
     GangSchedulers,
     job_gang,
 )
-from tfjob_operator.kube import ApiError
 from tfjob_operator.observe import PodGroupObservation, observe_pod_group
 from tfjob_operator.render import render_pod, render_pod_group
 from tfjob_operator.spec import InvalidSpec, Replica, parse_spec

@@ -17,7 +17,8 @@ from aiohttp.test_utils import TestServer
 
 from tfjob_operator.api import JobRef
 from tfjob_operator.connection import Connection, TokenSource
-from tfjob_operator.kube import Api, ApiError, Kube, unavailable
+from tfjob_operator.errors import ApiError
+from tfjob_operator.kube import Api, Kube, unavailable
 from tfjob_operator.metrics import Metrics
 
 pytestmark = pytest.mark.unit

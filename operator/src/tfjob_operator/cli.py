@@ -1,5 +1,8 @@
 """`tfjob-operator`: run the controller, preview what it would create for a TFJob, write
-one from a few choices, or say its version."""
+one from a few choices, submit and follow TFJobs (client/commands.py), or say its version.
+
+Exit codes are the client's (`ExitCode`): a usage error is 3, as any command that cannot
+run, so that 1 and 2 keep meaning a failed and a timed-out job."""
 
 from __future__ import annotations
 
@@ -8,12 +11,14 @@ import asyncio
 import shlex
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import yaml
 
 from . import published, render_command, scaffold
 from .api import KUBEFLOW, TFJOB_DEV
+from .client import commands as client_commands
+from .client.commands import ExitCode
 from .gang import (
     KUBEFLOW_SCHEDULER_PLUGINS,
     SCHEDULER_PLUGINS_NAME,
@@ -35,8 +40,14 @@ if TYPE_CHECKING:
     from .leader import Election
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(ExitCode.ERROR, f"{self.prog}: error: {message}\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tfjob-operator", description="Kubernetes operator for distributed TensorFlow"
     )
     commands = parser.add_subparsers(dest="subcommand", required=True)
@@ -152,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     new = commands.add_parser("new", help="write a commented TFJob YAML from a few choices")
     scaffold.add_arguments(new)
 
+    client_commands.add_commands(commands)
+
     commands.add_parser(
         "version", help="print the version, and the images and chart that release publishes"
     )
@@ -165,6 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.subcommand == "render":
         return render_command.run(args.filename, args.namespace, args.cluster_domain)
+    if args.subcommand in client_commands.COMMANDS:
+        return client_commands.run(args)
     if args.subcommand == "new":
         words = list(sys.argv[1:] if argv is None else argv)
         return _new(args, shlex.join(words[words.index("new") + 1 :]))
@@ -177,7 +192,7 @@ def _new(args: argparse.Namespace, invocation: str) -> int:
         scaffold.validate_rendered(yaml.safe_load(text))
     except (scaffold.ScaffoldError, InvalidSpec) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return ExitCode.ERROR
     if args.output == "-":
         sys.stdout.write(text)
     else:
@@ -198,7 +213,7 @@ def _run(args: argparse.Namespace) -> int:
         election = _election(args) if args.leader_elect else None
     except (ValueError, ElectionError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return ExitCode.ERROR
     return asyncio.run(
         run_operator(
             kubeconfig=args.kubeconfig,

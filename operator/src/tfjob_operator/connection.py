@@ -1,9 +1,12 @@
-"""Where the API server is and who the operator is to it: in-cluster or a kubeconfig.
+"""Where the API server is and who the operator (or the client) is to it: in-cluster or a
+kubeconfig, at its current context or a named one.
 
 Read once at startup into a `Connection`: the server URL, a TLS context (the cluster's CA,
 a client certificate if the kubeconfig names one) and a source of bearer tokens. Tokens
 are read again when they may have changed (a projected service-account token is rotated
-by the kubelet; an exec plugin's token expires), and at once after a 401.
+by the kubelet; an exec plugin's token expires), and at once after a 401. The operator
+asks for a token from its event loop (`header`, which runs a plugin in a thread); the
+client, which is synchronous, asks directly (`header_now`).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import base64
 import json
 import os
 import ssl
+import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
@@ -27,6 +31,8 @@ from .timeutil import from_rfc3339
 SERVICE_ACCOUNT_DIR: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 #: How long a token read from a file is used before the file is read again.
 TOKEN_FILE_TTL_SECONDS: Final = 60.0
+#: How long a credential plugin may take (a login prompt is not something it may wait on).
+EXEC_PLUGIN_TIMEOUT_SECONDS: Final = 60.0
 
 
 class CredentialsError(RuntimeError):
@@ -43,15 +49,24 @@ class TokenSource:
     _expires: float = field(default=0.0, repr=False)
 
     async def header(self, refresh: bool = False) -> str | None:
-        if self.path is not None and (refresh or time.monotonic() >= self._expires):
+        if self.exec_config is not None and self._due(refresh):
+            return await asyncio.to_thread(self.header_now, refresh)
+        return self.header_now(refresh)
+
+    def header_now(self, refresh: bool = False) -> str | None:
+        """The Authorization header, reading the file or running the plugin when due."""
+        if self.path is not None and self._due(refresh):
             self.token = self.path.read_text().strip()
             self._expires = time.monotonic() + TOKEN_FILE_TTL_SECONDS
-        elif self.exec_config is not None and (
-            refresh or self.token is None or time.monotonic() >= self._expires
-        ):
-            self.token, lifetime = await _run_exec_plugin(self.exec_config)
+        elif self.exec_config is not None and self._due(refresh):
+            self.token, lifetime = _run_exec_plugin(self.exec_config)
             self._expires = time.monotonic() + lifetime
         return f"Bearer {self.token}" if self.token else None
+
+    def _due(self, refresh: bool) -> bool:
+        if self.path is None and self.exec_config is None:
+            return False
+        return refresh or self.token is None or time.monotonic() >= self._expires
 
 
 @dataclass
@@ -63,13 +78,25 @@ class Connection:
     namespace: str = "default"
 
 
-def load_connection(kubeconfig: str | None = None) -> Connection:
+def load_connection(kubeconfig: str | None = None, context: str | None = None) -> Connection:
     """In-cluster credentials when running in a pod, else `kubeconfig`, $KUBECONFIG or
-    ~/.kube/config."""
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+    ~/.kube/config, at `context` or the kubeconfig's current context (as kubectl does)."""
+    in_a_pod = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    if in_a_pod and kubeconfig is None and context is None and _kubeconfig_path() is None:
         return _in_cluster()
-    path = Path(kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube" / "config")
-    return _from_kubeconfig(path)
+    path = Path(kubeconfig) if kubeconfig else _kubeconfig_path() or _home_kubeconfig()
+    return _from_kubeconfig(path, context)
+
+
+def _kubeconfig_path() -> Path | None:
+    """$KUBECONFIG's first file (kubectl merges several; the first names the context)."""
+    value = os.environ.get("KUBECONFIG")
+    first = next((part for part in (value or "").split(os.pathsep) if part), None)
+    return Path(first) if first else None
+
+
+def _home_kubeconfig() -> Path:
+    return Path.home() / ".kube" / "config"
 
 
 def _in_cluster() -> Connection:
@@ -87,12 +114,14 @@ def _in_cluster() -> Connection:
     )
 
 
-def _from_kubeconfig(path: Path) -> Connection:
+def _from_kubeconfig(path: Path, context_name: str | None = None) -> Connection:
     try:
         document = yaml.safe_load(path.read_text()) or {}
     except OSError as error:
         raise CredentialsError(f"cannot read kubeconfig {path}: {error}") from None
-    context_name = document.get("current-context")
+    context_name = context_name or document.get("current-context")
+    if not context_name:
+        raise CredentialsError(f"kubeconfig {path}: no current-context; name one (--context)")
     context = _named(document, "contexts", context_name, path).get("context") or {}
     cluster = _named(document, "clusters", context.get("cluster"), path).get("cluster") or {}
     user = _named(document, "users", context.get("user"), path).get("user") or {}
@@ -157,25 +186,27 @@ def _pem(user: Mapping[str, Any], name: str, base: Path) -> bytes | None:
     return None
 
 
-async def _run_exec_plugin(config: Mapping[str, Any]) -> tuple[str, float]:
+def _run_exec_plugin(config: Mapping[str, Any]) -> tuple[str, float]:
     """Runs a client-go credential plugin; returns its token and how long to use it."""
     env = dict(os.environ)
     for entry in config.get("env") or []:
         env[entry["name"]] = entry["value"]
-    process = await asyncio.create_subprocess_exec(
-        config["command"],
-        *(config.get("args") or []),
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await process.communicate()
+    try:
+        process = subprocess.run(
+            [config["command"], *(config.get("args") or [])],
+            env=env,
+            capture_output=True,
+            check=False,
+            timeout=EXEC_PLUGIN_TIMEOUT_SECONDS,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise CredentialsError(f"credential plugin {config['command']}: {error}") from None
     if process.returncode != 0:
         raise CredentialsError(
             f"credential plugin {config['command']} exited {process.returncode}: "
-            f"{err.decode(errors='replace').strip()}"
+            f"{process.stderr.decode(errors='replace').strip()}"
         )
-    status = json.loads(out).get("status") or {}
+    status = json.loads(process.stdout).get("status") or {}
     if not status.get("token"):
         raise CredentialsError(
             f"credential plugin {config['command']} printed no token "

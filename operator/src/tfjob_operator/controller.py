@@ -26,9 +26,10 @@ from typing import Any, Final, Protocol
 from . import timeutil
 from .api import JobRef
 from .decide import Deletion, JobView, Plan, decide, decide_name_taken, name_order
+from .errors import ApiError
 from .events import NORMAL, WARNING, Event, EventSeries, event_object, repeat_patch
 from .gang import USUAL_GANG_SCHEDULERS, GangSchedulers
-from .kube import ApiError, unavailable
+from .kube import unavailable
 from .limits import CONCURRENT_RECONCILES, INVALID_POD_GRACE_SECONDS
 from .mergepatch import merge_patch
 from .metrics import Metrics

@@ -32,6 +32,7 @@ import orjson
 
 from .api import FIELD_MANAGER, KUEUE_WORKLOADS_PATH, LABEL_CONTROLLER_UID, PLURAL, JobRef
 from .connection import Connection
+from .errors import ApiError
 from .limits import MAX_IN_FLIGHT
 from .metrics import Metrics
 from .observe import FlavorObservation, PodGroupObservation, WorkloadObservation, observe_flavor
@@ -40,41 +41,8 @@ logger = logging.getLogger(__name__)
 
 JSON: Final = "application/json"
 MERGE_PATCH: Final = "application/merge-patch+json"
-NAMESPACE_TERMINATING: Final = "NamespaceTerminating"
 #: The longest a single write may take before it counts as failed.
 WRITE_TIMEOUT_SECONDS: Final = 30.0
-
-
-class ApiError(RuntimeError):
-    """The API server refused a request for a reason the caller cannot handle itself."""
-
-    def __init__(self, status: int, what: str, body: bytes) -> None:
-        try:
-            payload = orjson.loads(body)
-            detail = payload.get("message", "")
-            reason = payload.get("reason", "")
-            causes = (payload.get("details") or {}).get("causes") or []
-        except (ValueError, AttributeError):
-            detail = body[:200].decode(errors="replace")
-            reason = ""
-            causes = []
-        super().__init__(f"{what}: HTTP {status}: {detail}")
-        self.status = status
-        #: The API server's own words: its message, and its reason (Invalid, Forbidden, ...).
-        self.detail = str(detail)
-        self.reason = str(reason or "")
-        self.causes = frozenset(str(c.get("reason")) for c in causes if isinstance(c, dict))
-
-    @property
-    def refused(self) -> bool:
-        """The API server refused the object (4xx: invalid, forbidden by an admission or a
-        quota), rather than failed to serve it (429, 5xx) or held one of its name (409)."""
-        return 400 <= self.status < 500 and self.status not in (409, 429)
-
-    @property
-    def namespace_terminating(self) -> bool:
-        """The namespace is being deleted: it accepts no new objects, and takes the job too."""
-        return self.status == 403 and NAMESPACE_TERMINATING in self.causes
 
 
 class NotLeading(RuntimeError):

@@ -40,7 +40,8 @@ import aiohttp
 import orjson
 
 from .connection import SERVICE_ACCOUNT_DIR
-from .kube import Api, ApiError, collection_path, raise_for, unavailable
+from .errors import ApiError
+from .kube import Api, collection_path, raise_for, unavailable
 from .limits import LEASE_DURATION_SECONDS, RENEW_DEADLINE_SECONDS, RETRY_PERIOD_SECONDS
 from .metrics import Metrics
 from .timeutil import now as wall_now

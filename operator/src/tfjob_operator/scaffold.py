@@ -218,17 +218,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", default="-", help="file to write ('-': stdout)")
 
 
+def choices(name: str, **chosen: Any) -> Choices:
+    """Choices with the defaults that depend on other choices: one parameter server for
+    ParameterServerStrategy, the GPU trainer image when GPUs are asked for."""
+    if chosen.get("ps") is None:
+        chosen["ps"] = 1 if chosen.get("strategy") == "pss" else 0
+    if chosen.get("image") is None:
+        chosen["image"] = trainer_image(gpu=chosen.get("gpus", 0) > 0)
+    return Choices(name=name, **chosen)
+
+
 def choices_from(args: argparse.Namespace) -> Choices:
-    ps = args.ps if args.ps is not None else (1 if args.strategy == "pss" else 0)
-    return Choices(
-        name=args.name,
+    return choices(
+        args.name,
         strategy=args.strategy,
         workers=args.workers,
-        ps=ps,
+        ps=args.ps,
         chief=args.chief,
         evaluator=args.evaluator,
         gpus=args.gpus,
-        image=args.image or trainer_image(gpu=args.gpus > 0),
+        image=args.image,
         command=tuple(shlex.split(args.command)),
         args=tuple(shlex.split(args.args)) if args.args is not None else None,
         namespace=args.namespace,

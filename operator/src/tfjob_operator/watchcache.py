@@ -26,7 +26,8 @@ from typing import Any, Final, Generic, TypeVar
 import aiohttp
 import orjson
 
-from .kube import Api, ApiError, collection_path, raise_for
+from .errors import ApiError
+from .kube import Api, collection_path, raise_for
 
 logger = logging.getLogger(__name__)
 

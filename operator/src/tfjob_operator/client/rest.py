@@ -1,0 +1,121 @@
+"""Synchronous HTTP to the API server for the client: the standard library only.
+
+A notebook installs the client without the controller's aiohttp (`pip install
+tfjob-operator`), and a client call is a handful of requests a second at most, so
+`urllib` suffices. Objects go out as JSON built from data and come back as dicts; a
+refusal raises the operator's own `ApiError`. A 401 re-reads the token once (a rotated
+file, an expired exec-plugin token) before it counts.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from http.client import HTTPResponse
+from typing import Any, Final
+
+from ..connection import Connection
+from ..errors import ApiError
+
+JSON: Final = "application/json"
+MERGE_PATCH: Final = "application/merge-patch+json"
+#: The longest a request may take, a stream's wait for its next line excepted.
+TIMEOUT_SECONDS: Final = 30.0
+
+Query = Mapping[str, str | int | bool]
+
+
+class Rest:
+    """GET, POST, PATCH and DELETE of JSON, and line streams (logs), on one connection's
+    credentials. Safe to share between threads (each request opens its own socket)."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self._context = _ssl_context(connection)
+        self._token_lock = threading.Lock()
+
+    def get(self, path: str, query: Query | None = None) -> Any:
+        return self.request("GET", path, query=query)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: Query | None = None,
+        content_type: str = JSON,
+    ) -> Any:
+        """The decoded answer; raises ApiError for any status but 2xx."""
+        with self._open(method, path, body, query, content_type, TIMEOUT_SECONDS) as answer:
+            data = answer.read()
+        return json.loads(data) if data else None
+
+    def text(self, path: str, query: Query | None = None) -> str:
+        with self._open("GET", path, None, query, JSON, TIMEOUT_SECONDS) as answer:
+            return answer.read().decode(errors="replace")
+
+    @contextmanager
+    def lines(self, path: str, query: Query | None = None) -> Iterator[Iterator[str]]:
+        """The answer's lines as they arrive (a followed log); the stream is closed when
+        the block ends. The wait for a line has no limit: a quiet log is not a failure."""
+        with self._open("GET", path, None, query, JSON, None) as answer:
+            yield (raw.decode(errors="replace").rstrip("\n") for raw in answer)
+
+    @contextmanager
+    def _open(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        query: Query | None,
+        content_type: str,
+        timeout: float | None,
+    ) -> Iterator[HTTPResponse]:
+        url = self.connection.server + path
+        if query:
+            url += "?" + urllib.parse.urlencode({k: _query_value(v) for k, v in query.items()})
+        data = json.dumps(body).encode() if body is not None else None
+        what = f"{method} {path}"
+        for attempt in (1, 2):
+            request = urllib.request.Request(url, data=data, method=method)
+            request.add_header("Accept", JSON)
+            if data is not None:
+                request.add_header("Content-Type", content_type)
+            with self._token_lock:
+                header = self.connection.tokens.header_now(refresh=attempt == 2)
+            if header:
+                request.add_header("Authorization", header)
+            try:
+                answer = urllib.request.urlopen(request, timeout=timeout, context=self._context)
+            except urllib.error.HTTPError as error:
+                payload = error.read()
+                error.close()
+                if error.code == 401 and attempt == 1:
+                    continue
+                raise ApiError(error.code, what, payload) from None
+            except urllib.error.URLError as error:
+                raise ConnectionError(f"{what}: {self.connection.server}: {error.reason}") from None
+            with answer:
+                yield answer
+            return
+
+
+def _query_value(value: str | int | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _ssl_context(connection: Connection) -> ssl.SSLContext | None:
+    if not connection.server.startswith("https://"):
+        return None
+    if isinstance(connection.ssl_context, ssl.SSLContext):
+        return connection.ssl_context
+    return ssl.create_default_context()

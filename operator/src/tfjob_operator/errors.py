@@ -1,0 +1,50 @@
+"""The API server's refusals as one error type, for the operator and the client alike.
+
+It depends on nothing beyond the standard library, so the client (tfjob_operator.client),
+which a notebook installs without the controller's dependencies, raises the same error the
+controller handles.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Final
+
+#: The cause the API server gives when a namespace being deleted refuses a new object.
+NAMESPACE_TERMINATING: Final = "NamespaceTerminating"
+
+
+class ApiError(RuntimeError):
+    """The API server refused a request for a reason the caller cannot handle itself."""
+
+    def __init__(self, status: int, what: str, body: bytes) -> None:
+        try:
+            payload = json.loads(body)
+            detail = payload.get("message", "")
+            reason = payload.get("reason", "")
+            causes = (payload.get("details") or {}).get("causes") or []
+        except (ValueError, AttributeError):
+            detail = body[:200].decode(errors="replace")
+            reason = ""
+            causes = []
+        super().__init__(f"{what}: HTTP {status}: {detail}")
+        self.status = status
+        #: The API server's own words: its message, and its reason (Invalid, Forbidden, ...).
+        self.detail = str(detail)
+        self.reason = str(reason or "")
+        self.causes = frozenset(str(c.get("reason")) for c in causes if isinstance(c, dict))
+
+    @property
+    def refused(self) -> bool:
+        """The API server refused the object (4xx: invalid, forbidden by an admission or a
+        quota), rather than failed to serve it (429, 5xx) or held one of its name (409)."""
+        return 400 <= self.status < 500 and self.status not in (409, 429)
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def namespace_terminating(self) -> bool:
+        """The namespace is being deleted: it accepts no new objects, and takes the job too."""
+        return self.status == 403 and NAMESPACE_TERMINATING in self.causes
