@@ -42,7 +42,7 @@ PLATFORMS ?= linux/amd64,linux/arm64
 IMAGES ?= operator,trainer,trainer-gpu
 DIST ?= dist
 
-.PHONY: help env binaries images test lint format typecheck unit integration e2e demo cluster cluster-down bench chaos e2e-kind crd manifests examples generated-check version release clean
+.PHONY: help env binaries cluster-binaries images test lint format typecheck unit integration e2e demo cluster cluster-down bench chaos e2e-kind crd manifests examples generated-check version release clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -64,7 +64,14 @@ env: $(VENV)/.synced ## Install the pinned Python environment (.venv)
 binaries: ## Build the pinned Kubernetes, etcd, CoreDNS, helm, kwok, kind, Kueue, the OCI registry, scheduler-plugins, Volcano's scheduler and node tools into the cache (skips what is built)
 	hack/build-binaries.sh kubernetes etcd coredns helm kwok kind kueue registry scheduler-plugins volcano nodetools
 
-images: env binaries ## Build the images (operator, trainer, node, busybox) into the cache; IMAGES_ARGS=--gpu adds the GPU trainer
+# What a local cluster with the chart needs (`make images`, `demo`, `cluster`); kind too for
+# `make demo DEMO_ARGS=--kind`. `make test` builds every tool (binaries).
+CLUSTER_TOOLS := kubernetes etcd coredns helm nodetools $(if $(findstring --kind,$(DEMO_ARGS)),kind)
+
+cluster-binaries:
+	hack/build-binaries.sh $(CLUSTER_TOOLS)
+
+images: env cluster-binaries ## Build the images (operator, trainer, node, busybox) into the cache; IMAGES_ARGS=--gpu adds the GPU trainer
 	$(BIN)/tfjob-localcluster images $(IMAGES_ARGS)
 
 lint: env ## Ruff lint and format check
@@ -104,7 +111,7 @@ generated-check: env binaries ## Fail if a generated file (CRD, manifests, examp
 	$(BIN)/python hack/gen_manifests.py --check
 	$(BIN)/python hack/gen_examples.py --check
 
-demo: env binaries images ## The main job: local cluster, operator, MWMS and PSS TFJobs trained to completion
+demo: env cluster-binaries images ## The main job: local cluster, operator, MWMS and PSS TFJobs trained to completion
 	$(BIN)/python hack/demo.py $(DEMO_ARGS)
 
 bench: env binaries ## Control-plane benchmark: N = 100, 500, 1000 TFJobs on kwok nodes against the API server's floor
@@ -116,7 +123,7 @@ chaos: env binaries images ## Faults: 30 TFJobs while the operator, API server, 
 e2e-kind: env binaries images ## The e2e scenarios on a kind cluster (the project's node image and Docker engine where the machine has none)
 	$(PYTEST) tests/e2e --backends kind $(PYTEST_ARGS)
 
-cluster: env binaries images ## Start the local cluster in the background and print its KUBECONFIG
+cluster: env cluster-binaries images ## Start the local cluster in the background and print its KUBECONFIG
 	$(BIN)/tfjob-localcluster up --state-dir $(TFJOB_CACHE)/cluster
 
 cluster-down: env ## Stop the cluster started by `make cluster`

@@ -33,6 +33,8 @@ EXAMPLES: dict[str, list[str]] = {
         "--evaluator",
     ],
     "examples/mnist-gpu.yaml": ["mnist-gpu", "--strategy", "mwms", "--workers", "2", "--gpus", "1"],
+    "examples/mnist-mirrored-gpus.yaml": ["mnist-mirrored", "--workers", "1", "--gpus", "4"],
+    "examples/mnist-mwms-gpus.yaml": ["mnist-mwms-gpus", "--workers", "2", "--gpus", "2"],
     "examples/custom-entrypoint/tfjob.yaml": [
         "sine",
         "--workers",

@@ -12,12 +12,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
 from support.backends import Backend
 from support.examples import example, set_args
 from support.tfjobs import GENERATION_ENV, PodCreations, TFJobs, condition
 
 from tfjob_localcluster.diagnose import describe_pods
+from tfjob_localcluster.images import TRAINER
 from tfjob_operator.client.results import results_in
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,6 +147,27 @@ def test_job_asking_for_too_many_gpus_stays_pending_and_says_why(tfjobs: TFJobs)
     assert unschedulable[0].type == "Warning"
 
 
+def test_gpus_given_to_a_trainer_without_cuda_fail_it_at_start_saying_why(
+    tfjobs: TFJobs, backend: Backend
+) -> None:
+    """5b. The GPU example on the CPU image, on the local node's (fake) GPUs: the trainer
+    refuses to train on the CPU unnoticed; exit 2 fails the job at once, the log says why."""
+    if backend.name != "local":
+        pytest.skip("kind's node advertises no nvidia.com/gpu")
+    job = example("mnist-gpu.yaml")
+    for spec in job["spec"]["tfReplicaSpecs"].values():
+        spec["template"]["spec"]["containers"][0]["image"] = TRAINER
+    tfjobs.create(job)
+    failed = tfjobs.wait_state("mnist-gpu", "Failed", 180)
+    assert "exited with code 2" in condition(failed, "Failed")["message"]
+    log = tfjobs.core.read_namespaced_pod_log("mnist-gpu-worker-0", tfjobs.namespace)
+    assert (
+        "tfjob-train: invalid configuration: the pod was given 1 GPU(s) but TensorFlow sees "
+        "none: this image has no CUDA libraries"
+    ) in log
+    assert "Traceback" not in log
+
+
 def test_operator_restart_mid_training_creates_no_duplicates(
     tfjobs: TFJobs, backend: Backend
 ) -> None:
@@ -217,3 +240,25 @@ def test_a_peer_that_never_starts_is_diagnosed_within_a_minute(tfjobs: TFJobs) -
     waiting = next(line for line in report.splitlines() if "still waiting" in line)
     assert "worker-0 still waiting for its peers" in waiting
     assert f"chief-0 at mnist-mwms-chief-0.{tfjobs.namespace}.svc:2222" in waiting
+
+
+def test_two_workers_of_two_devices_each_train_four_replicas_in_sync(tfjobs: TFJobs) -> None:
+    """10. Several devices per pod: two workers, each with two logical CPU devices standing
+    in for two GPUs, train one model as four MultiWorkerMirroredStrategy replicas; each
+    replica gets its share of the global batch, and the threshold is reached."""
+    tfjobs.create(set_args(example("mnist-mwms.yaml"), ["--cpu-devices", "2"]))
+    tfjobs.wait_state("mnist-mwms", "Succeeded", TRAINING_TIMEOUT)
+    found = [results(tfjobs, f"mnist-mwms-worker-{index}") for index in (0, 1)]
+    for index, result in enumerate(found):
+        assert result["strategy"] == "multi-worker-mirrored"
+        assert result["replicas"] == 4
+        assert result["global_batch_size"] == 128
+        assert result["replica_batch_sizes"] == [32, 32]
+        assert [d.rsplit("/", 2)[-2:] for d in result["replica_devices"]] == [
+            [f"task:{index}", "device:CPU:0"],
+            [f"task:{index}", "device:CPU:1"],
+        ]
+        assert result["accuracy"] >= result["accuracy_threshold"]
+    assert found[0]["accuracy"] == found[1]["accuracy"]
+    log = tfjobs.core.read_namespaced_pod_log("mnist-mwms-worker-1", tfjobs.namespace)
+    assert "devices: /cpu:0, /cpu:1" in log

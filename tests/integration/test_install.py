@@ -346,7 +346,7 @@ def test_an_operator_that_cannot_start_is_diagnosed_at_once(
     report = str(failure.value)
     assert "the operator cannot start" in report
     assert "CrashLoopBackOff" in report
-    assert "last ended Error (exit code 2)" in report
+    assert "last ended Error (exit code 3)" in report
     assert "unrecognized arguments: --no-such-flag" in report
     helm("uninstall", RELEASE, "--namespace", namespace, "--wait", "--timeout=60s")
 

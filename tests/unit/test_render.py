@@ -229,3 +229,11 @@ def test_identity_variables_come_first_and_the_template_may_override_them() -> N
     assert values["TFJOB_UID"] == "uid-1"
     assert values["TFJOB_NAME"] == "mine"
     assert values["TFJOB_REPLICA_INDEX"] == "1"
+
+
+def test_the_gpu_limit_reaches_the_trainer_so_it_can_check_tensorflow_sees_it() -> None:
+    gpu = {"limits": {"nvidia.com/gpu": 2}}
+    spec = {"tfReplicaSpecs": {"Worker": replica_spec(1, resources=gpu), "PS": replica_spec(1)}}
+    parsed = parse_spec(JOB.name, spec)
+    assert env_of(render_pod(JOB, parsed, replica("worker-0"), 0))["TFJOB_GPUS"] == "2"
+    assert "TFJOB_GPUS" not in env_of(render_pod(JOB, parsed, replica("ps-0"), 0))

@@ -98,7 +98,8 @@ def render_pod(
     port = tensorflow_port(replica_spec.template)
     for container in pod_spec.get("containers") or []:
         if container.get("name") == CONTAINER_NAME:
-            _prepare_tensorflow_container(container, config, port, job_environment(job, replica))
+            identity = job_environment(job, replica) | gpu_environment(container)
+            _prepare_tensorflow_container(container, config, port, identity)
     if _requests_gpu(pod_spec) and not _tolerates_gpu(pod_spec):
         pod_spec.setdefault("tolerations", []).append(
             {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
@@ -166,6 +167,15 @@ def job_environment(job: JobRef, replica: Replica) -> dict[str, str]:
         "TFJOB_REPLICA_TYPE": replica.type.label,
         "TFJOB_REPLICA_INDEX": str(replica.index),
     }
+
+
+def gpu_environment(container: Mapping[str, Any]) -> dict[str, str]:
+    """TFJOB_GPUS: the container's nvidia.com/gpu limit, when it has one. The trainer
+    fails at start when TensorFlow sees fewer GPUs than that (a CPU-only image, a node
+    whose driver the container does not see) instead of training on the CPU unnoticed;
+    the limit itself is not readable from inside the container."""
+    limit = ((container.get("resources") or {}).get("limits") or {}).get(GPU_RESOURCE)
+    return {"TFJOB_GPUS": str(limit)} if limit is not None else {}
 
 
 def _prepare_tensorflow_container(

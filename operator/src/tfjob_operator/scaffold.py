@@ -164,6 +164,16 @@ def _args(choices: Choices) -> list[str]:
 
 
 def _title(choices: Choices) -> str:
+    if (
+        choices.strategy == "mwms"
+        and choices.workers == 1
+        and not choices.chief
+        and choices.gpus > 1
+    ):
+        # One task with several GPUs: the trainer mirrors the model on each of them.
+        return f"MirroredStrategy: 1 worker with {choices.gpus} GPUs, one model replica per GPU" + (
+            ", an evaluator" if choices.evaluator else ""
+        )
     parts = [f"{STRATEGIES[choices.strategy]}: {choices.workers} worker(s)"]
     if choices.strategy == "pss":
         parts.append(f"{choices.ps} parameter server(s) and a coordinator")

@@ -48,9 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = parse_options(sys.argv[1:] if argv is None else argv, os.environ)
         config = parse_tf_config(os.environ.get("TF_CONFIG"))
-        # Only the automatic choice depends on the GPU count, which needs TensorFlow;
+        # Only the automatic choice depends on the device count, which needs TensorFlow;
         # a forced strategy that cannot fit the cluster is refused here already.
-        strategy = choose_strategy(config, options.strategy, num_gpus=0)
+        strategy = choose_strategy(config, options.strategy, local_devices=options.cpu_devices)
         prepare_environment(os.environ, parameter_server=strategy == StrategyName.PARAMETER_SERVER)
         entry = load_entrypoint(options.entrypoint) if options.entrypoint else None
     except ConfigError as error:
@@ -77,10 +77,10 @@ def _run(options: TrainerOptions, config: TFConfig, entry: EntryFunction | None)
     from tfjob_trainer import tf_runtime
 
     tf_runtime.quiet_known_noise()
-    num_gpus = tf_runtime.configure_devices(options)
-    strategy_name = choose_strategy(config, options.strategy, num_gpus)
+    devices = tf_runtime.configure_devices(options, os.environ)
+    strategy_name = choose_strategy(config, options.strategy, len(devices.local))
     role = role_of(config, strategy_name)
-    resolver = tf_runtime.cluster_resolver(config, num_gpus)
+    resolver = tf_runtime.cluster_resolver(config, devices)
     if role in (Role.PS_SERVER, Role.WORKER_SERVER):
         from tfjob_trainer.server import serve_forever
 
@@ -88,7 +88,7 @@ def _run(options: TrainerOptions, config: TFConfig, entry: EntryFunction | None)
     from tfjob_trainer.peers import PeerWatch
 
     with PeerWatch(config):
-        strategy = tf_runtime.create_strategy(strategy_name, resolver, options)
+        strategy = tf_runtime.create_strategy(strategy_name, resolver, options, devices)
     ctx = _context(options, config, strategy_name, strategy, resolver)
     if entry is None:
         entry = _builtin(role)

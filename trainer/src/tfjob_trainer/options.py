@@ -38,6 +38,7 @@ class TrainerOptions:
     log_device_placement: bool
     gpu_memory_growth: bool
     gpu_memory_limit_mb: int | None
+    cpu_devices: int
     collective_timeout_seconds: float
     entrypoint: str | None
     entrypoint_args: tuple[str, ...]
@@ -202,6 +203,16 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         help="cap each GPU at MB megabytes (replaces memory growth)",
     )
     runtime.add_argument(
+        "--cpu-devices",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help=(
+            "split the CPU into N logical devices, one model replica each, as N GPUs would "
+            "be: MirroredStrategy across them in one task (default: %(default)s)"
+        ),
+    )
+    runtime.add_argument(
         "--collective-timeout",
         type=_non_negative_float,
         default=300.0,
@@ -275,6 +286,7 @@ def parse_options(argv: Sequence[str], environ: Mapping[str, str]) -> TrainerOpt
         log_device_placement=args.log_device_placement,
         gpu_memory_growth=args.gpu_memory_growth,
         gpu_memory_limit_mb=args.gpu_memory_limit,
+        cpu_devices=args.cpu_devices,
         collective_timeout_seconds=args.collective_timeout,
         entrypoint=args.entrypoint,
         entrypoint_args=entrypoint_args,

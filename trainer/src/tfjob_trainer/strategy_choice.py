@@ -4,7 +4,7 @@ Automatic choice (`--strategy auto`):
 
 - the cluster has ps tasks: ParameterServerStrategy;
 - more than one chief/worker task: MultiWorkerMirroredStrategy;
-- one task with several GPUs: MirroredStrategy;
+- one task with several devices (GPUs, or logical CPUs: devices.py): MirroredStrategy;
 - otherwise the default strategy.
 
 A forced strategy must fit the cluster: forcing MirroredStrategy on one of several
@@ -38,7 +38,7 @@ class Role(enum.StrEnum):
     EVALUATOR = "evaluator"  # sidecar evaluation of checkpoints
 
 
-def choose_strategy(config: TFConfig, requested: StrategyName, num_gpus: int) -> StrategyName:
+def choose_strategy(config: TFConfig, requested: StrategyName, local_devices: int) -> StrategyName:
     """The strategy this task creates; raises ConfigError if `requested` cannot work."""
     if config.task_type == EVALUATOR:
         return StrategyName.DEFAULT
@@ -47,7 +47,7 @@ def choose_strategy(config: TFConfig, requested: StrategyName, num_gpus: int) ->
             return StrategyName.PARAMETER_SERVER
         if config.num_training_tasks > 1:
             return StrategyName.MULTI_WORKER_MIRRORED
-        if num_gpus > 1:
+        if local_devices > 1:
             return StrategyName.MIRRORED
         return StrategyName.DEFAULT
     if requested == StrategyName.PARAMETER_SERVER:

@@ -96,7 +96,24 @@ def train(ctx: TrainingContext) -> dict[str, Any]:
         callbacks=callbacks,
         verbose=0,
     )
-    return _finish(ctx, model, split, writer, progress, steps_per_epoch)
+    replicas = None if coordinator else _local_replicas(ctx, split)
+    return {**_finish(ctx, model, split, writer, progress, steps_per_epoch), **(replicas or {})}
+
+
+def _local_replicas(ctx: TrainingContext, split: datasets.Split) -> dict[str, Any]:
+    """This task's model replicas: their devices, and the batch each gets, measured by
+    distributing the training input as fit does (the global batch split across them)."""
+    strategy = ctx.strategy
+    distributed = strategy.distribute_datasets_from_function(
+        training_dataset_fn(split, ctx.per_replica_batch_size, ctx.options.seed)
+    )
+    features, _ = next(iter(distributed))
+    return {
+        "replica_devices": list(strategy.extended.worker_devices),
+        "replica_batch_sizes": [
+            int(part.shape[0]) for part in strategy.experimental_local_results(features)
+        ],
+    }
 
 
 def _finish(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
+import json
 import queue
 import shutil
 import sys
@@ -124,12 +125,12 @@ class TFJobClient:
             except ApiError as error:
                 if not error.not_found:
                     raise
-        raise ApiError(
-            404,
-            f"TFJob {name}",
-            f'{{"message": "no TFJob {name} in namespace {namespace} (looked in '
-            f'{", ".join(api.api_version for api in APIS)})", "reason": "NotFound"}}'.encode(),
-        )
+        looked = ", ".join(api.api_version for api in APIS)
+        answer = {
+            "reason": "NotFound",
+            "message": f"no TFJob {name} in namespace {namespace} (looked in {looked})",
+        }
+        raise ApiError(404, f"TFJob {name}", json.dumps(answer).encode())
 
     def list(
         self, namespace: str | None = None, *, all_namespaces: bool = False
