@@ -16,6 +16,18 @@ pytestmark = pytest.mark.e2e
 TIMEOUT = 420
 
 
+def test_one_task_of_one_device_trains_one_replica(local_jobs: JobFactory) -> None:
+    """The default strategy (one task, no --cpu-devices): one replica, the whole batch."""
+    job = local_jobs("default", {"worker": 1}, ["--epochs", "2"])
+    (worker,) = job.start_all()
+    assert worker.wait(TIMEOUT) == 0, worker.tail()
+    (result,) = worker.results()
+    assert result["strategy"] == "default"
+    assert (result["replicas"], result["global_batch_size"]) == (1, 32)
+    assert result["replica_batch_sizes"] == [32]
+    assert [d.rsplit("/", 1)[1] for d in result["replica_devices"]] == ["device:CPU:0"]
+
+
 def test_one_task_mirrors_over_three_logical_cpus(local_jobs: JobFactory) -> None:
     job = local_jobs("mirrored", {"chief": 1}, ["--cpu-devices", "3", "--epochs", "6"])
     started = time.monotonic()

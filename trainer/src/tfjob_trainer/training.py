@@ -108,8 +108,13 @@ def _local_replicas(ctx: TrainingContext, split: datasets.Split) -> dict[str, An
         training_dataset_fn(split, ctx.per_replica_batch_size, ctx.options.seed)
     )
     features, _ = next(iter(distributed))
+    try:
+        devices = list(strategy.extended.worker_devices)
+    except RuntimeError:  # the default strategy: one replica, on TensorFlow's first device
+        first = tf.config.list_logical_devices("GPU")[:1] or tf.config.list_logical_devices()[:1]
+        devices = [device.name for device in first]
     return {
-        "replica_devices": list(strategy.extended.worker_devices),
+        "replica_devices": devices,
         "replica_batch_sizes": [
             int(part.shape[0]) for part in strategy.experimental_local_results(features)
         ],
