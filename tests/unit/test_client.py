@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -410,3 +411,14 @@ def test_an_unreachable_api_server_exits_3_and_says_where(
     )
     assert cli.main(["get", "--kubeconfig", str(config)]) == ExitCode.ERROR
     assert "http://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_run_without_the_controller_extra_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The client's install (no [controller] extra) has no aiohttp: `run` says so."""
+    monkeypatch.setitem(sys.modules, "aiohttp", None)  # an import of it fails
+    for module in ("kube", "leader", "operator_main", "watchcache", "controller", "endpoints"):
+        monkeypatch.delitem(sys.modules, f"tfjob_operator.{module}", raising=False)
+    assert cli.main(["run"]) == ExitCode.ERROR
+    assert "pip install 'tfjob-operator[controller]'" in capsys.readouterr().err

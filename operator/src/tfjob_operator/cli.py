@@ -202,10 +202,19 @@ def _new(args: argparse.Namespace, invocation: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    # Imported here so that `render` works without the controller's dependencies loaded.
-    from .leader import ElectionError
-    from .logs import configure_logging
-    from .operator_main import run_operator
+    # Imported here: every other command works without the controller's dependencies,
+    # which are the package's extra (a notebook installs the client alone).
+    try:
+        from .leader import ElectionError
+        from .logs import configure_logging
+        from .operator_main import run_operator
+    except ModuleNotFoundError as missing:
+        print(
+            f"error: `run` needs the controller's dependencies ({missing.name} is missing): "
+            "pip install 'tfjob-operator[controller]'",
+            file=sys.stderr,
+        )
+        return ExitCode.ERROR
 
     configure_logging(args.log_format, args.log_level)
     try:
