@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from enum import IntEnum
+from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
@@ -137,12 +138,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 
 def _submit(client: TFJobClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> ExitCode:
-    if args.filename == "-":
-        text = sys.stdin.read()
-    else:
-        with open(args.filename, encoding="utf-8") as source:
-            text = source.read()
-    job = client.create(text if "\n" in text else text + "\n")
+    # A file by its path; stdin as YAML text, which the client tells from a path by its
+    # line break.
+    source = Path(args.filename) if args.filename != "-" else sys.stdin.read().rstrip() + "\n"
+    job = client.create(source)
     print(f"tfjob.{job.api_version.split('/')[0]}/{job.name} created", file=out)
     if args.follow:
         _print_lines(client.logs(job.name, follow=True, namespace=job.namespace), out)
@@ -217,7 +216,6 @@ def _describe(client: TFJobClient, args: argparse.Namespace, out: TextIO, err: T
 
 
 def _delete(client: TFJobClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> ExitCode:
-    job = client.get(args.name)
-    client.delete(job.name, job.namespace, wait=args.wait)
+    job = client.delete(args.name, wait=args.wait)
     print(f"tfjob.{job.api_version.split('/')[0]}/{job.name} deleted", file=out)
     return ExitCode.SUCCEEDED

@@ -171,7 +171,7 @@ class TFJobClient:
             for event in listed.get("items") or []
             if (event.get("involvedObject") or {}).get("uid") in uids
         ]
-        return sorted(mine, key=report._event_time)
+        return sorted(mine, key=report.event_time)
 
     def describe(self, name: str, namespace: str | None = None) -> str:
         """Status, each replica (with why it waits or ended), the last events, and the log
@@ -265,9 +265,9 @@ class TFJobClient:
 
     def delete(
         self, name: str, namespace: str | None = None, *, wait: bool = False, timeout: float = 120
-    ) -> None:
-        """Deletes the job; its pods and services go with it (they are owned by it). With
-        `wait`, returns once the job and its pods are gone."""
+    ) -> TFJob:
+        """Deletes the job and returns it as it was; its pods and services go with it (they
+        are owned by it). With `wait`, returns once the job and its pods are gone."""
         job = self.get(name, namespace)
         api = _api_of(job.object)
         policy = "Foreground" if wait else "Background"
@@ -277,14 +277,14 @@ class TFJobClient:
             {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": policy},
         )
         if not wait:
-            return
+            return job
         deadline = time.monotonic() + timeout
         while True:
             try:
                 self.rest.get(_jobs_path(api, job.namespace, job.name))
             except ApiError as error:
                 if error.not_found and not self._pods(job):
-                    return
+                    return job
                 if not error.not_found:
                     raise
             if time.monotonic() >= deadline:

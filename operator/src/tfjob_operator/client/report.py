@@ -118,11 +118,11 @@ def describe(
         for line in logs.get(replica.name, ())[-LOG_LINES:]:
             lines.append(f"    log| {line[:300]}")
     lines.append("Events:")
-    shown = sorted(events, key=_event_time)[-EVENTS:]
+    shown = sorted(events, key=event_time)[-EVENTS:]
     if not shown:
         lines.append("  none")
     for event in shown:
-        stamp = _event_time(event)
+        stamp = event_time(event)
         when = age((now - datetime.fromisoformat(stamp)).total_seconds()) if stamp else "?"
         count = event.get("count") or (event.get("series") or {}).get("count") or 1
         repeat = f" (x{count})" if count > 1 else ""
@@ -144,7 +144,8 @@ def needs_log(replica: Replica) -> bool:
     )
 
 
-def _event_time(event: Mapping[str, Any]) -> str:
+def event_time(event: Mapping[str, Any]) -> str:
+    """When an event last happened, as an ISO timestamp that sorts in time order."""
     stamp = (
         event.get("lastTimestamp")
         or (event.get("series") or {}).get("lastObservedTime")
