@@ -164,7 +164,12 @@ class TFJobClient:
     ) -> builtins.list[dict[str, Any]]:
         """Events about the job and its pods, oldest first."""
         job = job if isinstance(job, TFJob) else self.get(job, namespace)
-        uids = {job.uid} | {pod["metadata"]["uid"] for pod in self._pods(job)}
+        return self._events(job, self._pods(job))
+
+    def _events(
+        self, job: TFJob, pods: Sequence[Mapping[str, Any]]
+    ) -> builtins.list[dict[str, Any]]:
+        uids = {job.uid} | {pod["metadata"]["uid"] for pod in pods}
         listed = self.rest.get(f"/api/v1/namespaces/{job.namespace}/events")
         mine = [
             event
@@ -184,7 +189,7 @@ class TFJobClient:
             for replica in replicas
             if report.needs_log(replica)
         }
-        return report.describe(job, replicas, self.events(job), logs, now())
+        return report.describe(job, replicas, self._events(job, pods), logs, now())
 
     def results(self, name: str, namespace: str | None = None) -> dict[str, dict[str, Any]]:
         """Each replica's `TFJOB_RESULT` (its last one), by replica name (`worker-0`);
@@ -192,13 +197,7 @@ class TFJobClient:
         job = self.get(name, namespace)
         found = {}
         for replica in (Replica.of(pod) for pod in self._pods(job)):
-            try:
-                text = self.rest.text(
-                    _log_path(job.namespace, replica.pod), {"container": CONTAINER_NAME}
-                )
-            except ApiError:
-                continue
-            parsed = results_in(text.splitlines())
+            parsed = results_in(line.text for line in self._read_log(job.namespace, replica))
             if parsed:
                 found[replica.name] = parsed[-1]
         return found
