@@ -61,12 +61,12 @@ $(VENV)/.synced: $(UV) uv.lock pyproject.toml operator/pyproject.toml trainer/py
 
 env: $(VENV)/.synced ## Install the pinned Python environment (.venv)
 
-binaries: ## Build the pinned Kubernetes, etcd, CoreDNS, helm, kwok, kind, Kueue, the OCI registry, scheduler-plugins, Volcano's scheduler and node tools into the cache (skips what is built)
-	hack/build-binaries.sh kubernetes etcd coredns helm kwok kind kueue registry scheduler-plugins volcano nodetools
+binaries: ## Build the pinned Kubernetes, etcd, CoreDNS, local-path-provisioner, helm, kwok, kind, Kueue, the OCI registry, scheduler-plugins, Volcano's scheduler and node tools into the cache (skips what is built)
+	hack/build-binaries.sh kubernetes etcd coredns local-path-provisioner helm kwok kind kueue registry scheduler-plugins volcano nodetools
 
 # What a local cluster with the chart needs (`make images`, `demo`, `cluster`); kind too for
 # `make demo DEMO_ARGS=--kind`. `make test` builds every tool (binaries).
-CLUSTER_TOOLS := kubernetes etcd coredns helm nodetools $(if $(findstring --kind,$(DEMO_ARGS)),kind)
+CLUSTER_TOOLS := kubernetes etcd coredns local-path-provisioner helm nodetools $(if $(findstring --kind,$(DEMO_ARGS)),kind)
 
 cluster-binaries:
 	hack/build-binaries.sh $(CLUSTER_TOOLS)

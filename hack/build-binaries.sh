@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds the pinned Kubernetes components (control plane, kubelet, kube-proxy, kubeadm,
-# kubectl), etcd, CoreDNS, helm, kwok, kind, Kueue, CNCF Distribution's registry and the project's node tools (hack/nodetools:
+# kubectl), etcd, CoreDNS, local-path-provisioner, helm, kwok, kind, Kueue, CNCF Distribution's registry and the project's node tools (hack/nodetools:
 # pause, a fake GPU device plugin), scheduler-plugins and Volcano's scheduler from the Go module proxy into a cache outside the work
 # tree, one directory per tool and version. What is already built is skipped; each binary is written to a temporary
 # name and renamed when complete, so an interrupted build leaves nothing half-made.
 #
-#   hack/build-binaries.sh [kubernetes|etcd|coredns|helm|kwok|kind|kueue|registry|scheduler-plugins|volcano|nodetools|all]
-#                                 (default: kubernetes etcd coredns helm nodetools)
+#   hack/build-binaries.sh [kubernetes|etcd|coredns|local-path-provisioner|helm|kwok|kind|kueue|registry|scheduler-plugins|volcano|nodetools|all]
+#                                 (default: kubernetes etcd coredns local-path-provisioner helm nodetools)
 #   hack/build-binaries.sh --print-dir TOOL                  prints where TOOL's binaries live
 #
 # TFJOB_CACHE overrides the cache root (default: ~/.cache/tfjob-operator); Go's GOPATH and
@@ -35,6 +35,7 @@ tool_dir() {
     kubernetes) echo "$cache/bin/kubernetes-$KUBERNETES_VERSION" ;;
     etcd) echo "$cache/bin/etcd-$ETCD_VERSION" ;;
     coredns) echo "$cache/bin/coredns-$COREDNS_VERSION" ;;
+    local-path-provisioner) echo "$cache/bin/local-path-provisioner-$LOCAL_PATH_PROVISIONER_VERSION" ;;
     helm) echo "$cache/bin/helm-$HELM_VERSION" ;;
     kwok) echo "$cache/bin/kwok-$KWOK_VERSION" ;;
     kind) echo "$cache/bin/kind-$KIND_VERSION" ;;
@@ -286,6 +287,14 @@ build_scheduler_plugins() {
     scheduler=sigs.k8s.io/scheduler-plugins/cmd/scheduler
 }
 
+# The default StorageClass's provisioner. The checksum database does not answer for this
+# module here: its own go.sum (copied by build_with_replaces) pins what it needs.
+build_local_path_provisioner() {
+  GONOSUMDB=github.com/rancher/local-path-provisioner build_with_replaces local-path-provisioner \
+    github.com/rancher/local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSION" \
+    local-path-provisioner=github.com/rancher/local-path-provisioner
+}
+
 # Volcano's scheduler (its controllers and webhooks are not needed beside this operator).
 build_volcano() {
   build_with_replaces volcano volcano.sh/volcano "$VOLCANO_VERSION" \
@@ -309,12 +318,12 @@ flock 9
 rm -rf "$cache"/bin/.*-build.* 2>/dev/null || true
 
 tools=("$@")
-[ ${#tools[@]} -gt 0 ] || tools=(kubernetes etcd coredns helm nodetools)
-[ "${tools[0]}" = all ] && tools=(kubernetes etcd coredns helm kwok kind kueue registry scheduler-plugins volcano nodetools)
+[ ${#tools[@]} -gt 0 ] || tools=(kubernetes etcd coredns local-path-provisioner helm nodetools)
+[ "${tools[0]}" = all ] && tools=(kubernetes etcd coredns local-path-provisioner helm kwok kind kueue registry scheduler-plugins volcano nodetools)
 for tool in "${tools[@]}"; do
   case "$tool" in
-    kubernetes | etcd | coredns | helm | kwok | kind | kueue | registry | scheduler-plugins | volcano | nodetools) "build_${tool//-/_}" ;;
-    *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, coredns, helm, kwok, kind, kueue, registry, scheduler-plugins, volcano, nodetools, all)" >&2; exit 2 ;;
+    kubernetes | etcd | coredns | local-path-provisioner | helm | kwok | kind | kueue | registry | scheduler-plugins | volcano | nodetools) "build_${tool//-/_}" ;;
+    *) echo "build-binaries: unknown tool '$tool' (kubernetes, etcd, coredns, local-path-provisioner, helm, kwok, kind, kueue, registry, scheduler-plugins, volcano, nodetools, all)" >&2; exit 2 ;;
   esac
 done
 # The compiled packages (about 10 GB once every tool is built) serve only the next build of

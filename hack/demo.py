@@ -256,7 +256,15 @@ def run(kubeconfig: str, timeout: float) -> bool:
     banner(f"Submitting {', '.join('examples/' + e for e in EXAMPLES)}")
     custom = client.CustomObjectsApi(api)
     for name in EXAMPLES:
-        job = yaml.safe_load((ROOT / "examples" / name).read_text())
+        # As `kubectl apply -f` does: the claim the example mounts (once), then the job.
+        *claims, job = [d for d in yaml.safe_load_all((ROOT / "examples" / name).read_text()) if d]
+        for claim in claims:
+            try:
+                core.create_namespaced_persistent_volume_claim(NAMESPACE, claim)
+                say(f"created persistentvolumeclaim/{claim['metadata']['name']}")
+            except client.ApiException as error:
+                if error.status != 409:
+                    raise
         custom.create_namespaced_custom_object("tfjob.dev", "v1", NAMESPACE, "tfjobs", job)
         say(f"created tfjob/{job['metadata']['name']}")
     banner("Training (job states, pods, and the chief's and evaluator's progress)")

@@ -20,8 +20,11 @@ from tfjob_operator.cli import main as tfjob_operator
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Each example and the `tfjob-operator new` arguments that produce it.
+#: The claim every example mounts at /shared, declared in each (kubectl apply keeps the
+#: first): a job's run directory on it is its own ($(TFJOB_UID)).
+CLAIM = ["--pvc", "tfjob-data", "--pvc-size", "1Gi"]
 EXAMPLES: dict[str, list[str]] = {
-    "examples/mnist-mwms.yaml": ["mnist-mwms", "--strategy", "mwms", "--workers", "2"],
+    "examples/mnist-mwms.yaml": ["mnist-mwms", "--strategy", "mwms", "--workers", "2", *CLAIM],
     "examples/mnist-pss.yaml": [
         "mnist-pss",
         "--strategy",
@@ -31,10 +34,34 @@ EXAMPLES: dict[str, list[str]] = {
         "--ps",
         "1",
         "--evaluator",
+        *CLAIM,
     ],
-    "examples/mnist-gpu.yaml": ["mnist-gpu", "--strategy", "mwms", "--workers", "2", "--gpus", "1"],
-    "examples/mnist-mirrored-gpus.yaml": ["mnist-mirrored", "--workers", "1", "--gpus", "4"],
-    "examples/mnist-mwms-gpus.yaml": ["mnist-mwms-gpus", "--workers", "2", "--gpus", "2"],
+    "examples/mnist-tensorboard.yaml": [
+        "mnist-tb",
+        "--workers",
+        "2",
+        "--tensorboard",
+        *CLAIM,
+    ],
+    "examples/mnist-gpu.yaml": [
+        "mnist-gpu",
+        "--strategy",
+        "mwms",
+        "--workers",
+        "2",
+        "--gpus",
+        "1",
+        *CLAIM,
+    ],
+    "examples/mnist-mirrored-gpus.yaml": [
+        "mnist-mirrored",
+        "--workers",
+        "1",
+        "--gpus",
+        "4",
+        *CLAIM,
+    ],
+    "examples/mnist-mwms-gpus.yaml": ["mnist-mwms-gpus", "--workers", "2", "--gpus", "2", *CLAIM],
     "examples/custom-entrypoint/tfjob.yaml": [
         "sine",
         "--workers",
@@ -43,6 +70,7 @@ EXAMPLES: dict[str, list[str]] = {
         "--train-arg=sine_regression:main",
         "--train-arg=--epochs",
         "--train-arg=3",
+        *CLAIM,
     ],
 }
 

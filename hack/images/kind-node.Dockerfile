@@ -40,6 +40,7 @@ RUN chmod 0755 /usr/local/bin/* /kind/bin/* /kind/tfjob/node-setup /usr/bin/kube
     && mkdir -p /opt/cni /etc/kubernetes/manifests /kind/manifests && ln -s /usr/lib/cni /opt/cni/bin \
     && echo "${KUBERNETES_VERSION}" > /kind/version \
     && cp /kind/tfjob/default-cni.yaml /kind/manifests/default-cni.yaml \
+    && cp /kind/tfjob/default-storage.yaml /kind/manifests/default-storage.yaml \
     && ctr oci spec \
        | jq '.hooks.createContainer[.hooks.createContainer | length] |= . + {"path": "/kind/bin/mount-product-files.sh"}' \
        | jq 'del(.process.rlimits)' > /etc/containerd/cri-base.json \

@@ -1,5 +1,5 @@
-"""The kind node image's pure pieces: which images it preloads, its default CNI manifest,
-the component images' inputs, and how containerd and `docker save` name images."""
+"""The kind node image's pure pieces: which images it preloads, its default CNI and storage
+manifests, the component images' inputs, and how containerd and `docker save` name images."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tfjob_localcluster import images, kindnode
+from tfjob_localcluster import addons, images, kindnode
 
 # `kubeadm config images list --kubernetes-version v1.34.4`.
 KUBEADM_V1_34 = [
@@ -27,10 +27,30 @@ KUBEADM_V1_34 = [
 
 
 @pytest.mark.unit
-def test_the_node_preloads_what_kubeadm_runs_and_the_cni_image() -> None:
+def test_the_node_preloads_what_kubeadm_runs_the_cni_image_and_the_provisioner() -> None:
     preloaded = kindnode.preloaded_images(KUBEADM_V1_34)
-    assert preloaded == [*KUBEADM_V1_34, kindnode.CNI_IMAGE]
+    assert preloaded == [*KUBEADM_V1_34, kindnode.CNI_IMAGE, images.LOCAL_PATH_PROVISIONER]
     assert all(images.spec_of(reference) for reference in preloaded)
+
+
+@pytest.mark.unit
+def test_kind_applies_a_default_storage_class_whose_provisioner_and_helper_are_preloaded() -> None:
+    documents = list(yaml.safe_load_all(kindnode.default_storage_manifest()))
+    by_kind = {d["kind"]: d for d in documents}
+    storage_class = by_kind["StorageClass"]
+    annotations = storage_class["metadata"]["annotations"]
+    assert annotations["storageclass.kubernetes.io/is-default-class"] == "true"
+    assert storage_class["provisioner"] == addons.LOCAL_PATH_NAME
+    assert storage_class["volumeBindingMode"] == "WaitForFirstConsumer"
+    container = by_kind["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    helper = yaml.safe_load(by_kind["ConfigMap"]["data"]["helperPod.yaml"])
+    preloaded = kindnode.preloaded_images(KUBEADM_V1_34)
+    assert container["image"] in preloaded
+    assert helper["spec"]["containers"][0]["image"] in preloaded
+    paths = json.loads(by_kind["ConfigMap"]["data"]["config.json"])["nodePathMap"]
+    assert paths == [
+        {"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [addons.LOCAL_PATH_ROOT]}
+    ]
 
 
 @pytest.mark.unit

@@ -30,6 +30,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 from support.backends import backend_params
+from support.examples import documents
 from support.tfjobs import PodCreations, TFJobs, condition, shell_replica, tfjob
 
 from release.wheel import digest as wheel_digest
@@ -254,9 +255,7 @@ def assert_runs_pinned(target: Target, pinned: str) -> None:
 
 def trainer_job(name: str, image: str, epochs: int | None = None) -> dict[str, Any]:
     """examples/mnist-mwms.yaml under `name`, its trainer image `image`."""
-    job: dict[str, Any] = copy.deepcopy(
-        yaml.safe_load((ROOT / "examples/mnist-mwms.yaml").read_text())
-    )
+    job: dict[str, Any] = copy.deepcopy(documents("mnist-mwms.yaml")[-1])
     job["metadata"]["name"] = name
     for spec in job["spec"]["tfReplicaSpecs"].values():
         container = spec["template"]["spec"]["containers"][0]

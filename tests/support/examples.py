@@ -14,10 +14,26 @@ from tfjob_operator import published
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def documents(name: str) -> list[dict[str, Any]]:
+    """The objects of an example file: the claim it mounts, then the TFJob."""
+    return [d for d in yaml.safe_load_all((ROOT / "examples" / name).read_text()) if d]
+
+
+def claims() -> dict[str, dict[str, Any]]:
+    """The PersistentVolumeClaims the examples declare, by name (TFJobs.create makes the
+    ones a job mounts, as `kubectl apply -f` of its file does)."""
+    return {
+        d["metadata"]["name"]: d
+        for path in sorted((ROOT / "examples").rglob("*.yaml"))
+        for d in yaml.safe_load_all(path.read_text())
+        if d and d.get("kind") == "PersistentVolumeClaim"
+    }
+
+
 def example(name: str) -> dict[str, Any]:
     """A TFJob from examples/, exactly as users copy it (its trainer image renamed only
     where `make images` named the images under another registry, `$TFJOB_REGISTRY`)."""
-    document: dict[str, Any] = yaml.safe_load((ROOT / "examples" / name).read_text())
+    document = documents(name)[-1]
     for spec in document["spec"]["tfReplicaSpecs"].values():
         for container in spec["template"]["spec"]["containers"]:
             if container["image"] == published.trainer_image():

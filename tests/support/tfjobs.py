@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from kubernetes import client, watch
 
+from support.examples import claims
 from tfjob_localcluster.images import BUSYBOX
 
 GROUP, VERSION, PLURAL = "tfjob.dev", "v1", "tfjobs"
@@ -70,10 +71,25 @@ class TFJobs:
         self.core = client.CoreV1Api(api_client)
 
     def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Creates the TFJob, after the examples' claims it mounts that do not exist yet
+        (as `kubectl apply -f` of an example's file makes its claim with the job)."""
+        declared = claims()
+        for name in claims_of(body):
+            if name in declared and not self._claim_exists(name):
+                self.core.create_namespaced_persistent_volume_claim(self.namespace, declared[name])
         created: dict[str, Any] = self.custom.create_namespaced_custom_object(
             self.group, VERSION, self.namespace, PLURAL, dict(body)
         )
         return created
+
+    def _claim_exists(self, name: str) -> bool:
+        try:
+            self.core.read_namespaced_persistent_volume_claim(name, self.namespace)
+        except client.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
 
     def get(self, name: str) -> dict[str, Any]:
         found: dict[str, Any] = self.custom.get_namespaced_custom_object(
@@ -208,6 +224,18 @@ class TFJobs:
                 f"labels={pod.metadata.labels} containers={statuses}"
             )
         return "\n".join(lines)
+
+
+def claims_of(job: Mapping[str, Any]) -> list[str]:
+    """The PersistentVolumeClaims the job's pod templates mount."""
+    return sorted(
+        {
+            volume["persistentVolumeClaim"]["claimName"]
+            for spec in (job.get("spec") or {}).get("tfReplicaSpecs", {}).values()
+            for volume in spec["template"]["spec"].get("volumes") or []
+            if "persistentVolumeClaim" in volume
+        }
+    )
 
 
 def condition(job: Mapping[str, Any], kind: str) -> dict[str, Any] | None:

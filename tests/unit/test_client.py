@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -250,6 +251,8 @@ class FakeRest:
         self.objects = dict(objects)
         self.logs = dict(logs or {})
         self.written: list[tuple[str, str, Any]] = []
+        #: Writes refused, by path, with the status the API server answers.
+        self.refuse: dict[str, int] = {}
 
     def get(self, path: str, query: Any = None) -> Any:
         if path not in self.objects:
@@ -267,6 +270,8 @@ class FakeRest:
 
     def request(self, method: str, path: str, body: Any = None, **_: Any) -> Any:
         self.written.append((method, path, body))
+        if path in self.refuse:
+            raise ApiError(self.refuse[path], f"{method} {path}", b'{"reason": "AlreadyExists"}')
         return {**body, "metadata": {**body["metadata"], "uid": "new"}}
 
     @contextmanager
@@ -274,6 +279,7 @@ class FakeRest:
         yield iter(self.text(path, query).splitlines())
 
 
+ROOT = Path(__file__).resolve().parents[2]
 KUBEFLOW_JOB = "/apis/kubeflow.org/v1/namespaces/ml/tfjobs/mnist"
 PODS = "/api/v1/namespaces/ml/pods"
 
@@ -302,8 +308,21 @@ def test_create_takes_yaml_picks_the_api_and_keeps_namespaces_straight() -> None
         client.create({"kind": "TFJob", "metadata": {"name": "c", "namespace": "team"}}, "ml")
     with pytest.raises(ValueError, match="apiVersion 'batch/v1'"):
         client.create({"apiVersion": "batch/v1", "kind": "TFJob", "metadata": {"name": "d"}})
-    with pytest.raises(ValueError, match="expected one TFJob document, found 2"):
+    with pytest.raises(ValueError, match=r"expected one TFJob document \(and claims\), found \["):
         client.create("kind: TFJob\n---\nkind: TFJob\n")
+
+
+def test_create_makes_the_claims_the_file_declares_first_and_keeps_one_that_exists() -> None:
+    rest = FakeRest({})
+    example = (ROOT / "examples" / "mnist-mwms.yaml").read_text()
+    client_of(rest).create(example)
+    assert [(method, path) for method, path, _ in rest.written] == [
+        ("POST", "/api/v1/namespaces/ml/persistentvolumeclaims"),
+        ("POST", "/apis/tfjob.dev/v1/namespaces/ml/tfjobs"),
+    ]
+    rest.refuse = {"/api/v1/namespaces/ml/persistentvolumeclaims": 409}
+    client_of(rest).create(example)
+    assert rest.written[-1][1] == "/apis/tfjob.dev/v1/namespaces/ml/tfjobs"
 
 
 def test_create_from_choices_is_what_new_writes() -> None:

@@ -37,6 +37,8 @@ from tfjob_operator.observe import (
     observe_workload,
 )
 from tfjob_operator.queueing import workload_name
+from tfjob_operator.tensorboard import observe_board
+from tfjob_operator.timeutil import to_rfc3339
 from tfjob_operator.watchcache import Store
 
 from .tfjobs import JOB, NOW, replica_spec
@@ -103,6 +105,13 @@ class FakeWrites:
 
     async def delete_service(self, namespace: str, name: str, uid: str) -> bool:
         self.calls.append(("delete service", name))
+        return True
+
+    async def create_deployment(self, namespace: str, body: Mapping[str, Any]) -> bool:
+        return self._create("deployment", body)
+
+    async def delete_deployment(self, namespace: str, name: str, uid: str) -> bool:
+        self.calls.append(("delete deployment", name))
         return True
 
     async def delete_collection(
@@ -605,3 +614,66 @@ def test_a_workload_api_not_served_is_an_event_that_names_kueue() -> None:
     assert failed["type"] == "Warning"
     assert failed["message"].startswith("kueue.x-k8s.io/v1beta1 is not served: is Kueue installed?")
     assert harness.calls("create pod") == []
+
+
+# -- the job's TensorBoard (tensorboard.py) ----------------------------------------------------
+
+
+def test_a_tensorboard_is_created_once_its_status_written_once_and_removed_after_its_ttl() -> None:
+    harness = Harness()
+    volume = {"name": "data", "persistentVolumeClaim": {"claimName": "training"}}
+    worker = replica_spec(2, volumeMounts=[{"name": "data", "mountPath": "/data"}])
+    worker["template"]["spec"]["volumes"] = [volume]
+    spec = {
+        "tfReplicaSpecs": {"Worker": worker},
+        "tensorboard": {"logDir": "/data/logs", "ttlSecondsAfterFinished": 60},
+    }
+    harness.controller.tensorboard_image = "trainer:1"
+    harness.job("1", spec)
+    harness.reconcile()  # the job starts, and its TensorBoard with it
+    assert harness.calls("create deployment") == [("create deployment", "mnist-tensorboard")]
+    assert ("create service", "mnist-tensorboard") in harness.writes.calls
+    harness.clock.seconds += PROGRESS_WRITE_DELAY_SECONDS
+    harness.reconcile()  # the progress, with the TensorBoard's address, is written
+    assert harness.calls("create deployment") == [("create deployment", "mnist-tensorboard")]
+    assert harness.writes.patched[-1][1]["tensorboard"]["url"] == (
+        "http://mnist-tensorboard.ml.svc:6006/"
+    )
+    assert "TensorBoardCreated" in [e["reason"] for e in harness.writes.events]
+    harness.catch_up()
+    harness.job(str(harness.writes.version), spec)
+    for kind in ("Deployment", "Service"):
+        body = harness.writes.bodies[f"{kind.lower()}/mnist-tensorboard"]
+        shown = {**body, "metadata": {**body["metadata"], "uid": f"uid-{kind}"}}
+        board = observe_board(kind, {**shown, "status": {"availableReplicas": 1}})
+        harness.caches.tensorboards.put(f"uid-{kind}", KEY, board)
+    harness.writes.calls.clear()
+    harness.reconcile()  # ready is progress: written a moment later, in one small patch
+    harness.clock.seconds += PROGRESS_WRITE_DELAY_SECONDS
+    harness.reconcile()
+    assert harness.writes.patched[-1][1] == {"tensorboard": {"ready": True}}
+    assert harness.calls("create deployment") == []
+    harness.catch_up()
+    harness.job(str(harness.writes.version), spec)
+    harness.writes.calls.clear()
+    harness.clock.seconds += PROGRESS_WRITE_DELAY_SECONDS
+    harness.reconcile()
+    assert harness.calls("patch status") == []
+    assert harness.calls("create deployment") == []
+    # The job finished a minute ago: its TensorBoard goes, and the status says so.
+    finished = _merged(
+        harness.status,
+        {
+            "completionTime": to_rfc3339(harness.clock.now() - timedelta(seconds=60)),
+            "conditions": [{"type": "Succeeded", "status": "True", "reason": "TFJobSucceeded"}],
+        },
+    )
+    harness.status = finished
+    harness.job(str(harness.writes.version), spec)
+    harness.reconcile()
+    assert harness.calls("delete deployment") == [("delete deployment", "mnist-tensorboard")]
+    assert harness.calls("delete service")[-1] == ("delete service", "mnist-tensorboard")
+    assert "TensorBoardRemoved" in [e["reason"] for e in harness.writes.events]
+    harness.clock.seconds += PROGRESS_WRITE_DELAY_SECONDS
+    harness.reconcile()
+    assert harness.writes.patched[-1][1]["tensorboard"] is None

@@ -37,7 +37,7 @@ def test_renders_a_service_and_a_pod_per_replica() -> None:
 
 
 def test_invalid_job_prints_each_problem_and_fails(tmp_path: Path) -> None:
-    job = yaml.safe_load((ROOT / "examples" / "mnist-pss.yaml").read_text())
+    job = list(yaml.safe_load_all((ROOT / "examples" / "mnist-pss.yaml").read_text()))[-1]
     del job["spec"]["tfReplicaSpecs"]["Worker"]
     job["spec"]["tfReplicaSpecs"]["Chief"]["replicas"] = 2
     path = tmp_path / "bad.yaml"
@@ -50,7 +50,7 @@ def test_invalid_job_prints_each_problem_and_fails(tmp_path: Path) -> None:
 
 
 def test_a_gang_job_renders_its_pod_group_first(tmp_path: Path) -> None:
-    job = yaml.safe_load((ROOT / "examples" / "mnist-mwms.yaml").read_text())
+    job = list(yaml.safe_load_all((ROOT / "examples" / "mnist-mwms.yaml").read_text()))[-1]
     for replica in job["spec"]["tfReplicaSpecs"].values():
         replica["template"]["spec"]["schedulerName"] = "volcano"
     path = tmp_path / "gang.yaml"

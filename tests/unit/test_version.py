@@ -25,7 +25,8 @@ VERSION = (ROOT / "VERSION").read_text().strip()
 
 
 def _load(path: str) -> Any:
-    return yaml.safe_load((ROOT / path).read_text())
+    """The file's last document (an example's TFJob comes after its claim)."""
+    return list(yaml.safe_load_all((ROOT / path).read_text()))[-1]
 
 
 def test_version_is_semantic() -> None:
@@ -66,6 +67,7 @@ def test_kustomize_install_runs_the_published_operator_image() -> None:
     [
         ("examples/mnist-mwms.yaml", False),
         ("examples/mnist-pss.yaml", False),
+        ("examples/mnist-tensorboard.yaml", False),
         ("examples/custom-entrypoint/tfjob.yaml", False),
         ("examples/mnist-gpu.yaml", True),
     ],

@@ -47,6 +47,19 @@ kind (deletecollection); the status is merge-patched; finished TFJobs are delete
 ttlSecondsAfterFinished; events are created. A queued tfjob.dev job's Kueue Workload is
 created, deleted and its status merge-patched (queueing.py).
 */}}
+{{/* The image of TFJobs' TensorBoards: tensorboard.image, else the release's trainer. */}}
+{{- define "tfjob-operator.tensorboardImage" -}}
+{{- if .Values.tensorboard.image -}}
+{{- .Values.tensorboard.image -}}
+{{- else -}}
+{{- $image := printf "tfjob-trainer:%s" (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- with .Values.image.registry -}}
+{{- $image = printf "%s/%s" (trimSuffix "/" .) $image -}}
+{{- end -}}
+{{- $image -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "tfjob-operator.rules" -}}
 {{- $groups := ternary (list "tfjob.dev" "kubeflow.org") (list "tfjob.dev") .Values.kubeflow.enabled -}}
 - apiGroups: {{ toJson $groups }}
@@ -61,6 +74,9 @@ created, deleted and its status merge-patched (queueing.py).
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["list", "watch", "create", "delete"]
 - apiGroups: ["scheduling.x-k8s.io", "scheduling.volcano.sh"]
   resources: ["podgroups"]
   verbs: ["list", "watch", "create", "patch", "delete"]

@@ -13,8 +13,6 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-import yaml
-
 from . import published, render_command, scaffold
 from .api import KUBEFLOW, TFJOB_DEV
 from .client import commands as client_commands
@@ -118,6 +116,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             "(default: %(default)ss)"
         ),
     )
+    run.add_argument(
+        "--tensorboard-image",
+        default=published.trainer_image(),
+        metavar="IMAGE",
+        help=(
+            "the image of the TensorBoards of TFJobs that ask for one and name no image; "
+            "it runs `tensorboard` (default: the trainer of this release, %(default)s)"
+        ),
+    )
     election = run.add_argument_group(
         "leader election",
         "several operators, one leading: the others fill their caches and wait (leader.py)",
@@ -189,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _new(args: argparse.Namespace, invocation: str) -> int:
     try:
         text = scaffold.render(scaffold.choices_from(args), invocation)
-        scaffold.validate_rendered(yaml.safe_load(text))
+        scaffold.validate_rendered(text)
     except (scaffold.ScaffoldError, InvalidSpec) as error:
         print(f"error: {error}", file=sys.stderr)
         return ExitCode.ERROR
@@ -235,6 +242,7 @@ def _run(args: argparse.Namespace) -> int:
             concurrent_reconciles=args.concurrent_reconciles,
             gangs=gangs,
             invalid_grace_seconds=args.invalid_pod_grace_seconds,
+            tensorboard_image=args.tensorboard_image,
             election=election,
         )
     )

@@ -42,7 +42,9 @@ from .observe import (
     replica_from_labels,
 )
 from .refusals import Refusal, Refusals
+from .spec import JobSpec
 from .status import StatusWrite
+from .tensorboard import BoardObservation, BoardPlan, plan_board
 from .watchcache import JobKey, Store
 
 logger = logging.getLogger(__name__)
@@ -69,6 +71,8 @@ class Writes(Protocol):
     async def create_service(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
     async def delete_pod(self, namespace: str, name: str, uid: str) -> bool: ...
     async def delete_service(self, namespace: str, name: str, uid: str) -> bool: ...
+    async def create_deployment(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
+    async def delete_deployment(self, namespace: str, name: str, uid: str) -> bool: ...
     async def delete_collection(
         self, namespace: str, plural: str, job_uid: str, keep: Collection[str]
     ) -> list[tuple[str, str]]: ...
@@ -119,6 +123,8 @@ class Caches:
     workloads: Store[WorkloadObservation] = field(default_factory=Store)
     #: The PodGroups of gang-scheduled jobs, of both gang schedulers (gang.py).
     pod_groups: Store[PodGroupObservation] = field(default_factory=Store)
+    #: The Deployments and Services of jobs' TensorBoards (tensorboard.py).
+    tensorboards: Store[BoardObservation] = field(default_factory=Store)
 
 
 @dataclass
@@ -138,6 +144,17 @@ class Expectations:
     deleted_services: set[str] = field(default_factory=set)
     #: resourceVersion of the TFJob our last status write replaced.
     replaced_version: str | None = None
+    #: The TensorBoard's children created, by (kind, name), with when (tensorboard.py).
+    created_boards: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def creating_board(self, kind: str, name: str, now: float) -> bool:
+        """False while a create of this TensorBoard child is recent enough that the
+        watch may not show it yet; else records this one."""
+        at = self.created_boards.get((kind, name))
+        if at is not None and now - at < EXPECTATION_TTL_SECONDS:
+            return False
+        self.created_boards[(kind, name)] = now
+        return True
 
     def deleted(self, kind: str) -> set[str]:
         return self.deleted_pods if kind == "pod" else self.deleted_services
@@ -190,8 +207,11 @@ class Controller:
         concurrent_reconciles: int = CONCURRENT_RECONCILES,
         gangs: GangSchedulers = USUAL_GANG_SCHEDULERS,
         invalid_grace_seconds: float = INVALID_POD_GRACE_SECONDS,
+        tensorboard_image: str | None = None,
     ) -> None:
+        """`tensorboard_image` runs the TensorBoards of jobs that name no image."""
         self.writes = writes
+        self.tensorboard_image = tensorboard_image
         self.caches = caches
         self.metrics = metrics
         self.cluster_domain = cluster_domain
@@ -263,6 +283,16 @@ class Controller:
             refusals=list(refusals),
             invalid_grace_seconds=self.invalid_grace_seconds,
         )
+        board = plan_board(
+            job,
+            job.parsed if isinstance(job.parsed, JobSpec) else None,
+            plan.status if plan.status is not None else job.status,
+            self.caches.tensorboards.get(key),
+            self.clock.now(),
+            self.tensorboard_image,
+            self.cluster_domain,
+        )
+        _merge_board(job, plan, board)
         self._hold_back_refused(job, plan, refusals)
         expected.skip_pending(plan, pods, services, self.clock.monotonic())
         self._hold_back_progress(key, plan)
@@ -293,6 +323,7 @@ class Controller:
         await self._apply_workload(job, plan)
         await self._apply_pod_groups(job, plan)
         await self._apply_children(job, plan, expected, known, refusals)
+        await self._apply_board(job, board)
         if plan.delete_job and await self.writes.delete_job(job.ref):
             self._record(
                 job,
@@ -439,6 +470,49 @@ class Controller:
                 missing="is its gang scheduler installed? The job's pods wait for their PodGroup",
                 created=f"for its {body['spec']['minMember']} pods: they are placed together",
             )
+
+    async def _apply_board(self, job: JobView, board: BoardPlan) -> None:
+        """The TensorBoard's deletions, then its creations (tensorboard.py). A create the
+        API server refuses (no role for Deployments, a quota) is an event, not a failed
+        reconcile: the job runs on, and the next reconcile tries again."""
+        namespace = job.ref.namespace
+        expected = self._expected.setdefault((namespace, job.ref.name), Expectations())
+        for child in board.delete:
+            expected.created_boards.pop((child.kind, child.name), None)
+            if child.kind == "Deployment":
+                if await self.writes.delete_deployment(namespace, child.name, child.uid):
+                    message = f"Removed TensorBoard {child.name}: {board.why}"
+                    self._record(job, Event(NORMAL, "TensorBoardRemoved", message))
+            else:
+                await self.writes.delete_service(namespace, child.name, child.uid)
+        for body in board.create:
+            kind, name = body["kind"], body["metadata"]["name"]
+            if not expected.creating_board(kind, name, self.clock.monotonic()):
+                continue
+            create = (
+                self.writes.create_deployment
+                if kind == "Deployment"
+                else self.writes.create_service
+            )
+            try:
+                created = await create(namespace, body)
+            except ApiError as error:
+                expected.created_boards.pop((kind, name), None)
+                if error.namespace_terminating:
+                    return
+                message = f"could not create the TensorBoard's {kind} {name}: {error}"
+                self._record(job, Event(WARNING, "FailedCreateTensorBoard", message))
+                if not error.refused:
+                    raise
+                logger.warning("tfjob %s/%s: %s", namespace, job.ref.name, message)
+                continue
+            if created and kind == "Deployment" and board.status is not None:
+                message = (
+                    f"Created TensorBoard {name}: it reads {board.status['logDir']} and serves "
+                    f"at {board.status['url']} (`tfjob-operator tensorboard {job.ref.name}` "
+                    "forwards a local port to it)"
+                )
+                self._record(job, Event(NORMAL, "TensorBoardCreated", message))
 
     async def _create_prerequisite(
         self,
@@ -679,6 +753,26 @@ class _JobWorker:
             if isinstance(outcome, _Gone):
                 return
             delay = outcome
+
+
+def _merge_board(job: JobView, plan: Plan, board: BoardPlan) -> None:
+    """Puts the TensorBoard's status, events and next look into the job's plan."""
+    status = plan.status if plan.status is not None else job.status
+    if status.get("tensorboard") != board.status:
+        merged = {k: v for k, v in status.items() if k != "tensorboard"}
+        if board.status is not None:
+            merged["tensorboard"] = board.status
+        plan.status = merged
+        if board.events and plan.status_write is StatusWrite.PROGRESS:
+            # The status records what the events report: written with them at once, or
+            # the next reconcile, reading the old status, would report it again.
+            plan.status_write = StatusWrite.TRANSITION
+    plan.events += board.events
+    if board.requeue_after is not None:
+        current = plan.requeue_after
+        plan.requeue_after = (
+            board.requeue_after if current is None else min(current, board.requeue_after)
+        )
 
 
 def error_backoff(errors: int) -> float:

@@ -75,6 +75,7 @@ class JobView:
     created: str = ""
     #: The Kueue LocalQueue the job is queued in (KUEUE_QUEUE_LABEL), if any.
     queue: str | None = None
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any], api: TFJobApi = TFJOB_DEV) -> JobView:
@@ -83,6 +84,7 @@ class JobView:
             ref=JobRef(metadata["namespace"], metadata["name"], metadata["uid"], api),
             created=str(metadata.get("creationTimestamp") or ""),
             queue=(metadata.get("labels") or {}).get(KUEUE_QUEUE_LABEL),
+            annotations=metadata.get("annotations") or {},
             resource_version=str(metadata.get("resourceVersion") or ""),
             generation=int(metadata.get("generation") or 0),
             deleting=metadata.get("deletionTimestamp") is not None,
@@ -841,6 +843,9 @@ class _Decision:
             status["startTime"] = self.start_time
         if self.completion_time:
             status["completionTime"] = self.completion_time
+        status.update(
+            {k: self.old_status[k] for k in status_of.INTEGRATION_FIELDS if k in self.old_status}
+        )
         previous = {k: v for k, v in self.old_status.items() if k != "lastReconcileTime"}
         if status != previous:
             status["lastReconcileTime"] = self.now_text

@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 JSON: Final = "application/json"
 MERGE_PATCH: Final = "application/merge-patch+json"
+#: Deployments' group and version (TensorBoards, tensorboard.py).
+APPS: Final = "/apis/apps/v1"
 #: The longest a single write may take before it counts as failed.
 WRITE_TIMEOUT_SECONDS: Final = 30.0
 
@@ -286,6 +288,13 @@ class Kube:
 
     async def delete_service(self, namespace: str, name: str, uid: str) -> bool:
         return await self._delete(collection_path(namespace, "services"), name, uid, "service")
+
+    async def create_deployment(self, namespace: str, body: Mapping[str, Any]) -> bool:
+        return await self._create(namespace, "deployments", body, APPS)
+
+    async def delete_deployment(self, namespace: str, name: str, uid: str) -> bool:
+        collection = collection_path(namespace, "deployments", APPS)
+        return await self._delete(collection, name, uid, "deployment")
 
     async def create_pod_group(self, namespace: str, body: Mapping[str, Any]) -> bool:
         """True if created, False if a PodGroup of that name already exists."""

@@ -21,6 +21,7 @@ from .api import (
     KUEUE_JOB_UID_LABEL,
     KUEUE_WORKLOADS_PATH,
     LABEL_JOB_NAME,
+    LABEL_TENSORBOARD_OF,
     PLURAL,
     TFJobApi,
     reconciles,
@@ -30,7 +31,7 @@ from .controller import Caches, Controller
 from .decide import JobView
 from .endpoints import Endpoints
 from .gang import POD_GROUP_APIS, GangSchedulers
-from .kube import Api, Kube
+from .kube import APPS, Api, Kube
 from .leader import LEASES_PATH, Election, Elector, LeaseRecord
 from .limits import INVALID_POD_GRACE_SECONDS
 from .metrics import Metrics
@@ -41,6 +42,7 @@ from .observe import (
     observe_service,
     observe_workload,
 )
+from .tensorboard import BoardObservation, observe_board
 from .watchcache import JobKey, Resource, Store, Watch
 
 logger = logging.getLogger(__name__)
@@ -74,6 +76,21 @@ def child_reader(
         if job_name is None:
             return None
         return metadata["uid"], (metadata["namespace"], job_name), observe(body)
+
+    return read
+
+
+def board_reader(
+    kind: str,
+) -> Callable[[Mapping[str, Any]], tuple[str, JobKey, BoardObservation] | None]:
+    """Reads a TensorBoard's Deployment or Service, filed under the job it serves."""
+
+    def read(body: Mapping[str, Any]) -> tuple[str, JobKey, BoardObservation] | None:
+        metadata = body["metadata"]
+        job_name = (metadata.get("labels") or {}).get(LABEL_TENSORBOARD_OF)
+        if job_name is None:
+            return None
+        return metadata["uid"], (metadata["namespace"], job_name), observe_board(kind, body)
 
     return read
 
@@ -138,6 +155,7 @@ async def run_operator(
     concurrent_reconciles: int,
     gangs: GangSchedulers,
     invalid_grace_seconds: float = INVALID_POD_GRACE_SECONDS,
+    tensorboard_image: str | None = None,
     election: Election | None = None,
 ) -> int:
     """Runs until SIGTERM or SIGINT (0) or until it stops leading (1)."""
@@ -151,7 +169,12 @@ async def run_operator(
         )
         api.fence = elector.may_write
     caches = Caches(
-        jobs=Store(), pods=Store(), services=Store(), workloads=Store(), pod_groups=Store()
+        jobs=Store(),
+        pods=Store(),
+        services=Store(),
+        workloads=Store(),
+        pod_groups=Store(),
+        tensorboards=Store(),
     )
     controller = Controller(
         Kube(api),
@@ -162,6 +185,7 @@ async def run_operator(
         concurrent_reconciles=concurrent_reconciles,
         gangs=gangs,
         invalid_grace_seconds=invalid_grace_seconds,
+        tensorboard_image=tensorboard_image,
     )
     gate = _StartGate(controller)
     scopes: list[str | None] = list(namespaces) or [None]
@@ -207,6 +231,21 @@ async def run_operator(
                 gate.changed,
             )
             for group in POD_GROUP_APIS
+        ]
+        # The Deployments and Services of jobs' TensorBoards (tensorboard.py).
+        watches += [
+            Watch(
+                api,
+                Resource(plural, group_path, LABEL_TENSORBOARD_OF),
+                scope,
+                caches.tensorboards,
+                board_reader(kind),
+                gate.changed,
+            )
+            for plural, group_path, kind in (
+                ("deployments", APPS, "Deployment"),
+                ("services", "/api/v1", "Service"),
+            )
         ]
         # Kueue's Workloads of queued jobs (queueing.py): Kueue may not be installed.
         workloads = Resource("workloads", KUEUE_WORKLOADS_PATH, KUEUE_JOB_UID_LABEL, optional=True)

@@ -1,5 +1,5 @@
-"""`tfjob-operator render`: the pods, services and PodGroup of a TFJob, printed without a
-cluster."""
+"""`tfjob-operator render`: the pods, services and PodGroup of a TFJob, and its TensorBoard,
+printed without a cluster."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from typing import Any, TextIO
 
 import yaml
 
+from . import published
 from .api import APIS, KIND, JobRef, api_of
+from .decide import JobView
 from .gang import USUAL_GANG_SCHEDULERS, job_gang
 from .render import render_pod, render_pod_group, render_service
 from .spec import InvalidSpec, parse_spec
+from .tensorboard import InvalidBoard, board_spec, render_board
 
 #: Stands in for the uid the API server assigns when the TFJob is created.
 PREVIEW_UID = "00000000-0000-0000-0000-000000000000"
@@ -65,6 +68,15 @@ def children(
     for replica in spec.replicas():
         yield render_service(ref, spec, replica)
         yield render_pod(ref, spec, replica, 0, cluster_domain, gang=gang)
+    view = JobView(
+        ref, "", 0, False, job.get("spec") or {}, {}, annotations=metadata.get("annotations") or {}
+    )
+    try:
+        board = board_spec(view)
+        if board is not None:
+            yield from render_board(ref, spec, board, board.image or published.trainer_image())
+    except InvalidBoard as error:
+        raise InvalidSpec([str(error)]) from None
 
 
 def _open(filename: str) -> TextIO:

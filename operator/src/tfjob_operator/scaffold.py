@@ -9,17 +9,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 import jinja2
+import yaml
 
+from .crd.structural import QUANTITY_PATTERN
 from .published import trainer_image
 from .spec import DNS_1035, MAX_CHILD_NAME, parse_spec
 
 STRATEGIES = {"mwms": "MultiWorkerMirroredStrategy", "pss": "ParameterServerStrategy"}
+#: Where a run keeps its model, checkpoints and logs on the shared volume. $(TFJOB_UID)
+#: (set by the operator) keeps each run of the job in its own directory: a rerun must not
+#: resume from the checkpoints of the run before.
+SHARED_RUN_DIR = "/shared/$(TFJOB_NAMESPACE)/$(TFJOB_NAME)-$(TFJOB_UID)"
+DNS_1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+QUANTITY = re.compile(QUANTITY_PATTERN)
 
 
 class ScaffoldError(ValueError):
@@ -40,6 +49,11 @@ class Choices:
     args: tuple[str, ...] | None = None
     namespace: str | None = None
     shared_dir: str = "/tmp"
+    #: A PersistentVolumeClaim mounted at /shared instead of the host directory.
+    pvc: str | None = None
+    #: With `pvc`: the size of the claim the file also declares; None: it exists already.
+    pvc_size: str | None = None
+    tensorboard: bool = False
     restart_policy: str = "ExitCode"
     backoff_limit: int = 3
     ttl: int | None = None
@@ -71,12 +85,17 @@ def render(choices: Choices, invocation: str) -> str:
         command=list(choices.command),
         args=_args(choices),
         shared_dir=choices.shared_dir,
+        pvc=choices.pvc,
+        pvc_size=choices.pvc_size,
+        log_dir=f"{SHARED_RUN_DIR}/logs" if choices.tensorboard else None,
     )
     return text
 
 
-def validate_rendered(document: dict[str, Any]) -> None:
-    """The controller's own validation of what was rendered: a scaffold is never invalid."""
+def validate_rendered(text: str) -> None:
+    """The controller's own validation of what was rendered (the TFJob, its last
+    document): a scaffold is never invalid."""
+    document = [d for d in yaml.safe_load_all(text) if d][-1]
     parse_spec(document["metadata"]["name"], document["spec"])
 
 
@@ -97,6 +116,14 @@ def _check(choices: Choices) -> None:
         raise ScaffoldError("--gpus, --ps and --backoff-limit cannot be negative")
     if not choices.command:
         raise ScaffoldError("--command cannot be empty")
+    if choices.pvc is not None and not DNS_1123_SUBDOMAIN.match(choices.pvc):
+        raise ScaffoldError(f"--pvc {choices.pvc!r}: not a valid claim name")
+    if choices.pvc_size is not None and choices.pvc is None:
+        raise ScaffoldError("--pvc-size needs --pvc NAME: the claim it sizes")
+    if choices.pvc_size is not None and not QUANTITY.match(choices.pvc_size):
+        raise ScaffoldError(f"--pvc-size {choices.pvc_size!r}: not a quantity (e.g. 5Gi)")
+    if choices.tensorboard and len(choices.name) > MAX_CHILD_NAME - len("-tensorboard"):
+        raise ScaffoldError(f"name too long for --tensorboard: {choices.name}-tensorboard")
     longest = f"{choices.name}-evaluator-0" if choices.evaluator else f"{choices.name}-worker-0"
     if len(longest) > MAX_CHILD_NAME:
         raise ScaffoldError(f"name too long: {longest!r} must fit {MAX_CHILD_NAME} characters")
@@ -151,14 +178,13 @@ def _replicas(choices: Choices) -> list[dict[str, Any]]:
 def _args(choices: Choices) -> list[str]:
     if choices.args is not None:
         return [*choices.args, *choices.extra_args]
-    # $(TFJOB_UID) (set by the operator) keeps each run of the job in its own directory:
-    # a rerun must not resume from the checkpoints of the run before.
-    base = "/shared/$(TFJOB_NAMESPACE)/$(TFJOB_NAME)-$(TFJOB_UID)"
+    logs = ["--log-dir", f"{SHARED_RUN_DIR}/logs"] if choices.tensorboard else []
     return [
         "--model-dir",
-        f"{base}/model",
+        f"{SHARED_RUN_DIR}/model",
         "--checkpoint-dir",
-        f"{base}/checkpoints",
+        f"{SHARED_RUN_DIR}/checkpoints",
+        *logs,
         *choices.extra_args,
     ]
 
@@ -219,7 +245,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--train-arg", action="append", default=[], help="extra arg, repeatable")
     parser.add_argument("--namespace", default=None)
-    parser.add_argument("--shared-dir", default="/tmp", help="host dir mounted at /shared")
+    parser.add_argument(
+        "--shared-dir", default="/tmp", help="host dir mounted at /shared (without --pvc)"
+    )
+    parser.add_argument(
+        "--pvc",
+        default=None,
+        metavar="NAME",
+        help="mount this PersistentVolumeClaim at /shared (model, checkpoints, logs)",
+    )
+    parser.add_argument(
+        "--pvc-size",
+        default=None,
+        metavar="SIZE",
+        help="also declare the --pvc claim, this size (e.g. 5Gi), in the default StorageClass",
+    )
+    parser.add_argument(
+        "--tensorboard",
+        action="store_true",
+        help="write TensorBoard logs (--log-dir) and run a TensorBoard with the job",
+    )
     parser.add_argument(
         "--restart-policy", default="ExitCode", choices=["ExitCode", "OnFailure", "Never"]
     )
@@ -252,6 +297,9 @@ def choices_from(args: argparse.Namespace) -> Choices:
         args=tuple(shlex.split(args.args)) if args.args is not None else None,
         namespace=args.namespace,
         shared_dir=args.shared_dir,
+        pvc=args.pvc,
+        pvc_size=args.pvc_size,
+        tensorboard=args.tensorboard,
         restart_policy=args.restart_policy,
         backoff_limit=args.backoff_limit,
         ttl=args.ttl,

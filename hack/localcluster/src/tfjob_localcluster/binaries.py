@@ -33,6 +33,7 @@ _TOOLS: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "etcd": ("ETCD_VERSION", ("etcd",)),
     "coredns": ("COREDNS_VERSION", ("coredns",)),
+    "local-path-provisioner": ("LOCAL_PATH_PROVISIONER_VERSION", ("local-path-provisioner",)),
     "kueue": ("KUEUE_VERSION", ("kueue",)),
     "registry": ("DISTRIBUTION_VERSION", ("registry",)),
     "scheduler-plugins": ("SCHEDULER_PLUGINS_VERSION", ("scheduler",)),

@@ -14,8 +14,9 @@ Start order: the Debian packages the node needs (installed when missing), a
 slot (subnets, names, cgroup; sweeps what dead clusters left), the cgroup that will hold
 the pods, the veth pair to the node, the control plane with the API server on the host's
 end of it, the node, the controllers; then the node's images (pause, CoreDNS) are
-imported into its containerd, CoreDNS is deployed, and the launcher waits until the Node
-is Ready and cluster DNS answers. Stop runs it backwards.
+imported into its containerd, CoreDNS and the default StorageClass (addons.py) are
+deployed, and the launcher waits until the Node is Ready, cluster DNS answers and the
+provisioner is ready. Stop runs it backwards.
 """
 
 from __future__ import annotations
@@ -42,7 +43,14 @@ from tfjob_localcluster.controlplane import (
     ControlPlane,
     ControlPlaneError,
 )
-from tfjob_localcluster.images import COREDNS, NODE_IMAGES, PAUSE, ImageStore
+from tfjob_localcluster.images import (
+    BUSYBOX,
+    COREDNS,
+    LOCAL_PATH_PROVISIONER,
+    NODE_IMAGES,
+    PAUSE,
+    ImageStore,
+)
 from tfjob_localcluster.loopback import LoopbackRelay
 from tfjob_localcluster.node.config import NodeConfig
 from tfjob_localcluster.node.files import REGISTRY_HOSTS_DIR, registry_hosts
@@ -140,7 +148,10 @@ class LocalCluster(Started):
             self._start_node(self.control_plane, self.slot, deadline)
             self.control_plane.start_controllers(deadline)
             self.load_images(NODE_IMAGES)
-            for collection, obj in addons.coredns(COREDNS, CLUSTER_DNS, CLUSTER_DOMAIN):
+            for collection, obj in [
+                *addons.coredns(COREDNS, CLUSTER_DNS, CLUSTER_DOMAIN),
+                *addons.local_path_storage(LOCAL_PATH_PROVISIONER, BUSYBOX),
+            ]:
                 rest.create_or_replace(collection, obj)
             self._wait_ready(deadline)
         except BaseException:
@@ -384,7 +395,8 @@ class LocalCluster(Started):
         )
 
     def _wait_ready(self, deadline: float) -> None:
-        """Until the Node is Ready, CoreDNS is available and service accounts work."""
+        """Until the Node is Ready, CoreDNS and the volume provisioner are available and
+        service accounts work."""
         assert self.control_plane is not None
         rest = self.control_plane.rest()
         started = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=1)).strftime(
@@ -398,6 +410,11 @@ class LocalCluster(Started):
                 dns = rest.request(
                     "GET", f"/apis/apps/v1/namespaces/{addons.KUBE_SYSTEM}/deployments/coredns"
                 )
+                storage = rest.request(
+                    "GET",
+                    f"/apis/apps/v1/namespaces/{addons.LOCAL_PATH_NAMESPACE}/deployments/"
+                    f"{addons.LOCAL_PATH}",
+                )
                 rest.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")
             except (RestError, OSError):
                 time.sleep(0.2)
@@ -408,6 +425,8 @@ class LocalCluster(Started):
                 waiting_for = f"node {self.node_name} to be Ready"
             elif not (dns.get("status") or {}).get("availableReplicas"):
                 waiting_for = "CoreDNS to be available"
+            elif not (storage.get("status") or {}).get("availableReplicas"):
+                waiting_for = f"{addons.LOCAL_PATH} (the default StorageClass) to be available"
             else:
                 self._say(f"node {self.node_name} ready, cluster DNS at {CLUSTER_DNS}")
                 return

@@ -36,7 +36,9 @@ ADMIN_USER = "tfjob-localcluster-admin"
 # cluster's tests rely on (garbage collector, namespace, service account and token
 # controllers, the kube-root-ca.crt publisher that projected token volumes need, the
 # node lifecycle controller that lifts the not-ready taint the API server puts on a new
-# Node) and the workload controllers a Helm chart or a user may use.
+# Node), the workload controllers a Helm chart or a user may use, and the volume
+# controllers that bind claims to the default StorageClass's volumes (addons.py) and let
+# claims and volumes in use be deleted once unused.
 CONTROLLERS = (
     "node-lifecycle-controller",
     "taint-eviction-controller",
@@ -58,6 +60,11 @@ CONTROLLERS = (
     "pod-garbage-collector-controller",
     "ttl-after-finished-controller",
     "resourcequota-controller",
+    "persistentvolume-binder-controller",
+    "persistentvolume-attach-detach-controller",
+    "persistentvolume-protection-controller",
+    "persistentvolumeclaim-protection-controller",
+    "ephemeral-volume-controller",
 )
 
 _PORT_RETRIES = 3

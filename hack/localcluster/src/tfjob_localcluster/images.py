@@ -10,7 +10,9 @@
   hack/build-binaries.sh (hack/images/*.Dockerfile), under the names kubelet and kubeadm
   expect;
 - `busybox` (Debian's busybox-static FROM scratch), for test pods that run shell
-  commands;
+  commands and as the local-path-provisioner's helper;
+- local-path-provisioner (its binary FROM scratch), the default StorageClass's
+  provisioner (addons.py);
 - for a kind node (kindnode.py): the control-plane components, kube-proxy and etcd, under
   the names `kubeadm config images list` gives for the pinned Kubernetes.
 
@@ -84,6 +86,8 @@ TRAINER_GPU = published.trainer_image(REGISTRY, gpu=True)
 BUSYBOX = "busybox:1.35.0"
 PAUSE = "registry.k8s.io/pause:3.10.1"
 COREDNS = f"registry.k8s.io/coredns/coredns:{read_versions()['COREDNS_VERSION']}"
+_LOCAL_PATH = read_versions()["LOCAL_PATH_PROVISIONER_VERSION"]
+LOCAL_PATH_PROVISIONER = f"docker.io/rancher/local-path-provisioner:{_LOCAL_PATH}"
 _KUBERNETES = read_versions()["KUBERNETES_VERSION"]
 KUBE_APISERVER = f"registry.k8s.io/kube-apiserver:{_KUBERNETES}"
 KUBE_CONTROLLER_MANAGER = f"registry.k8s.io/kube-controller-manager:{_KUBERNETES}"
@@ -102,6 +106,7 @@ SPECS = (
     ImageSpec(PAUSE, IMAGES_DIR / "pause.Dockerfile", "nodetools"),
     ImageSpec(COREDNS, IMAGES_DIR / "coredns.Dockerfile", "coredns"),
     ImageSpec(BUSYBOX, IMAGES_DIR / "busybox.Dockerfile", "images"),
+    _static_binary(LOCAL_PATH_PROVISIONER, "local-path-provisioner", "local-path-provisioner"),
     ImageSpec(OPERATOR, REPOSITORY / "operator" / "Dockerfile"),
     ImageSpec(TRAINER, REPOSITORY / "trainer" / "Dockerfile"),
     ImageSpec(
@@ -113,12 +118,14 @@ SPECS = (
     _static_binary(ETCD, "etcd", "etcd"),
     ImageSpec(KUBE_PROXY, IMAGES_DIR / "kube-proxy.Dockerfile", "kubernetes"),
 )
-NODE_IMAGES = (PAUSE, COREDNS)
+#: What every node runs: the sandbox, cluster DNS, the default StorageClass's provisioner
+#: and its helper (which makes and removes volume directories).
+NODE_IMAGES = (PAUSE, COREDNS, LOCAL_PATH_PROVISIONER, BUSYBOX)
 PROJECT_IMAGES = (OPERATOR, TRAINER)
 #: What kubeadm runs on a kind node besides the node's own images.
 KUBEADM_IMAGES = (KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER, KUBE_PROXY, ETCD)
 #: What `make images` builds (the GPU trainer only when asked for).
-DEFAULT_IMAGES = (*NODE_IMAGES, BUSYBOX, *PROJECT_IMAGES)
+DEFAULT_IMAGES = (*NODE_IMAGES, *PROJECT_IMAGES)
 
 
 def spec_of(reference: str) -> ImageSpec:

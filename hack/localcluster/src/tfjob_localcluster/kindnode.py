@@ -8,12 +8,15 @@ finish. The same image is then assembled from parts built here, in two steps:
    (images.py), with a staged context: the files of kind's base image read from the
    `sigs.k8s.io/kind` module of the pinned kind (`go mod download`, nothing of kind's is
    kept in this repository), the kubelet, kubeadm and kubectl of hack/build-binaries.sh,
-   the runtime wrapper of hack/runtime, hack/kind/node, and the default CNI manifest
-   (`default_cni_manifest`). It is cached as a tar like every image of images.py.
-2. The images kubeadm runs (`kubeadm config images list`), the sandbox image and the
-   CNI's, each built by images.py, are imported into the node's containerd as kind's
-   build does: a container of step 1's image runs containerd, `ctr images import
-   --no-unpack` takes each tar, and `docker commit` sets kind's entrypoint.
+   the runtime wrapper of hack/runtime, hack/kind/node, the default CNI manifest
+   (`default_cni_manifest`) and the default StorageClass's (addons.py), which kind
+   applies from /kind/manifests as it does its own node images'. It is cached as a tar
+   like every image of images.py.
+2. The images kubeadm runs (`kubeadm config images list`), the sandbox image, the
+   CNI's and the volume provisioner's, each built by images.py, are imported into the
+   node's containerd as kind's build does: a container of step 1's image runs
+   containerd, `ctr images import --no-unpack` takes each tar, and `docker commit` sets
+   kind's entrypoint.
 
 The result is `tfjob.dev/kind-node:<Kubernetes version>`, labelled with a digest of
 its inputs, kept in the Docker engine and rebuilt only when an input changes.
@@ -32,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from tfjob_localcluster import gomodule, images
+from tfjob_localcluster import addons, gomodule, images
 from tfjob_localcluster.binaries import HACK, cache_root, locate, read_versions
 from tfjob_localcluster.engine import DockerEngine
 from tfjob_localcluster.node.files import cni_conflist
@@ -86,7 +89,7 @@ def preloaded_images(required: list[str]) -> list[str]:
             f"kubeadm runs {', '.join(missing)}, which images.py does not build: "
             "align ETCD_VERSION / COREDNS_VERSION in hack/versions.env with kubeadm"
         )
-    return [*required, CNI_IMAGE]
+    return [*required, CNI_IMAGE, images.LOCAL_PATH_PROVISIONER]
 
 
 def default_cni_manifest() -> str:
@@ -143,6 +146,14 @@ def default_cni_manifest() -> str:
     return header + yaml.safe_dump(daemonset, sort_keys=False)
 
 
+def default_storage_manifest() -> str:
+    """/kind/manifests/default-storage.yaml: kind applies it at creation, in place of the
+    StorageClass without a provisioner it falls back on."""
+    objects = addons.local_path_storage(images.LOCAL_PATH_PROVISIONER, images.BUSYBOX)
+    header = "# The default StorageClass of tfjob-operator's kind node image (addons.py).\n"
+    return header + yaml.safe_dump_all([obj for _, obj in objects], sort_keys=False)
+
+
 def stage_context(directory: Path) -> Path:
     """The node image's build context, made afresh (see kind-node.Dockerfile)."""
     shutil.rmtree(directory, ignore_errors=True)
@@ -153,6 +164,7 @@ def stage_context(directory: Path) -> Path:
         _link_or_copy(binaries.path(name), directory / "bin" / name)
     _copy_tree(NODE_FILES, directory / "tfjob")
     (directory / "tfjob" / "default-cni.yaml").write_text(default_cni_manifest())
+    (directory / "tfjob" / "default-storage.yaml").write_text(default_storage_manifest())
     (directory / "tfjob" / "kubelet-tunables").write_text(
         "".join(f"{name}={value}\n" for name, value in KUBELET_TUNABLES.items())
     )

@@ -27,6 +27,9 @@ NEEDS: dict[str, tuple[str, str]] = {
     # Programs of another architecture (emulation.py): Debian's emulators and their
     # binfmt_misc entries, registered only in namespaces of the project's.
     "qemu": ("/usr/lib/binfmt.d/qemu-aarch64.conf", "qemu-user-static"),
+    # The browser tests' headless Chromium and its WebDriver (tests/support/browser.py).
+    "chromium": ("chromium", "chromium"),
+    "chromedriver": ("chromedriver", "chromium-driver"),
 }
 NODE = ("containerd", "runc", "cni-plugins", "iptables")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

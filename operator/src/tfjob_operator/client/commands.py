@@ -1,4 +1,5 @@
-"""`tfjob-operator submit | get | wait | logs | describe | delete`: the client on a terminal.
+"""`tfjob-operator submit | get | wait | logs | describe | delete | tensorboard`: the client
+on a terminal.
 
 They take `-n/--namespace`, `--kubeconfig` and `--context` as kubectl does, and end with
 an exit code a script can branch on (`ExitCode`): 0 the job succeeded (or the command did
@@ -13,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from enum import IntEnum
 from pathlib import Path
@@ -36,7 +38,7 @@ class ExitCode(IntEnum):
     ERROR = 3
 
 
-COMMANDS = ("submit", "get", "wait", "logs", "describe", "delete")
+COMMANDS = ("submit", "get", "wait", "logs", "describe", "delete", "tensorboard")
 STATES = tuple(kind.value for kind in ConditionType)
 #: ANSI colours given to replicas' prefixes in turn, on a terminal.
 _COLOURS = (36, 33, 35, 32, 34, 31)
@@ -91,6 +93,15 @@ def add_commands(commands: argparse._SubParsersAction[Any]) -> None:
     delete.add_argument("name")
     delete.add_argument("--wait", action="store_true", help="until the job and its pods are gone")
 
+    board = commands.add_parser(
+        "tensorboard",
+        parents=[common],
+        help="serve a TFJob's TensorBoard on a local port (through the API server)",
+    )
+    board.add_argument("name")
+    board.add_argument("--port", type=int, default=6006, help="local port (default: 6006; 0: any)")
+    board.add_argument("--address", default="127.0.0.1", help="local address to listen on")
+
 
 def _timeout(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -125,6 +136,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             "logs": _logs,
             "describe": _describe,
             "delete": _delete,
+            "tensorboard": _tensorboard,
         }[args.subcommand]
         return int(command(client, args, out, err))
     except WaitTimedOut as timed_out:
@@ -218,4 +230,17 @@ def _describe(client: TFJobClient, args: argparse.Namespace, out: TextIO, err: T
 def _delete(client: TFJobClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> ExitCode:
     job = client.delete(args.name, wait=args.wait)
     print(f"tfjob.{job.api_version.split('/')[0]}/{job.name} deleted", file=out)
+    return ExitCode.SUCCEEDED
+
+
+def _tensorboard(
+    client: TFJobClient, args: argparse.Namespace, out: TextIO, err: TextIO
+) -> ExitCode:
+    with client.tensorboard(args.name, port=args.port, address=args.address) as forward:
+        board = client.get(args.name).tensorboard
+        print(f"TensorBoard of {client.namespace}/{args.name}: {forward.url}", file=out, flush=True)
+        if not board.get("ready"):
+            print("(not ready yet: the page loads once it is)", file=err, flush=True)
+        print("Ctrl-C stops forwarding.", file=err, flush=True)
+        threading.Event().wait()
     return ExitCode.SUCCEEDED

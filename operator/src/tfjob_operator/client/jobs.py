@@ -33,11 +33,23 @@ from typing import Any, Final, TextIO
 import yaml
 
 from .. import scaffold
-from ..api import APIS, CONTAINER_NAME, KIND, LABEL_CONTROLLER_UID, PLURAL, TFJobApi, api_of
+from ..api import (
+    APIS,
+    CONTAINER_NAME,
+    KIND,
+    LABEL_CONTROLLER_UID,
+    LABEL_TENSORBOARD_OF,
+    PLURAL,
+    TENSORBOARD_ANNOTATION,
+    TENSORBOARD_PORT,
+    TFJobApi,
+    api_of,
+)
 from ..connection import load_connection
 from ..errors import ApiError
 from ..timeutil import now
 from . import report
+from .forward import PortForward
 from .rest import Rest
 from .results import results_in
 from .views import FINISHED, Replica, TFJob, training_container_status
@@ -87,9 +99,11 @@ class TFJobClient:
     # -- create ---------------------------------------------------------------------------
 
     def create(self, job: Mapping[str, Any] | str | Path, namespace: str | None = None) -> TFJob:
-        """Creates a TFJob from a dict, a YAML file's path, or YAML text (one document).
-        Its `apiVersion` picks the API (tfjob.dev/v1 when it names none)."""
-        body = _as_object(job)
+        """Creates a TFJob from a dict, a YAML file's path, or YAML text. Its `apiVersion`
+        picks the API (tfjob.dev/v1 when it names none). YAML may also declare the
+        PersistentVolumeClaims the job mounts (as `tfjob-operator new --pvc-size` writes
+        them): they are created first, and one that exists is left as it is."""
+        claims, body = _documents(job)
         metadata = body.setdefault("metadata", {})
         own = metadata.get("namespace")
         if namespace and own and own != namespace:
@@ -98,8 +112,20 @@ class TFJobClient:
             )
         metadata["namespace"] = namespace or own or self.namespace
         api = _api_of(body)
+        for claim in claims:
+            self._create_claim(claim, metadata["namespace"])
         created = self.rest.request("POST", _jobs_path(api, metadata["namespace"]), body)
         return TFJob(created)
+
+    def _create_claim(self, claim: dict[str, Any], namespace: str) -> None:
+        claim_namespace = (claim.get("metadata") or {}).get("namespace") or namespace
+        try:
+            self.rest.request(
+                "POST", f"/api/v1/namespaces/{claim_namespace}/persistentvolumeclaims", claim
+            )
+        except ApiError as error:
+            if error.status != 409:
+                raise
 
     def create_from(self, name: str, namespace: str | None = None, **choices: Any) -> TFJob:
         """Creates the TFJob `tfjob-operator new` would write: `workers=2, strategy="pss",
@@ -110,9 +136,8 @@ class TFJobClient:
         text = scaffold.render(
             scaffold.choices(name, **choices), f"TFJobClient.create_from({name!r}, ...)"
         )
-        document = yaml.safe_load(text)
-        scaffold.validate_rendered(document)
-        return self.create(document, namespace)
+        scaffold.validate_rendered(text)
+        return self.create(text, namespace)
 
     # -- read -----------------------------------------------------------------------------
 
@@ -259,6 +284,33 @@ class TFJobClient:
             if replica is None or current.name == replica:
                 lines.extend(self._read_log(job.namespace, current))
         yield from sorted(lines, key=lambda line: line.time)
+
+    # -- TensorBoard ----------------------------------------------------------------------
+
+    def tensorboard(
+        self, name: str, namespace: str | None = None, *, port: int = 0, address: str = "127.0.0.1"
+    ) -> PortForward:
+        """Serves the job's TensorBoard (spec.tensorboard) on `address`:`port` (0: a free
+        port), forwarded to its pod through the API server as `kubectl port-forward` does,
+        until the returned forward is closed (or its `with` block ends); its `url` is the
+        page. Raises ValueError when the job has none."""
+        job = self.get(name, namespace)
+        board = job.tensorboard
+        if not board.get("name"):
+            if board.get("message"):
+                why = str(board["message"])
+            elif not _asks_for_tensorboard(job):
+                why = (
+                    "it asks for none (spec.tensorboard, or the "
+                    f"{TENSORBOARD_ANNOTATION} annotation)"
+                )
+            elif job.finished:
+                why = "it was removed ttlSecondsAfterFinished after the job finished"
+            else:
+                why = f"it starts with the job, which is {job.state}"
+            raise ValueError(f"TFJob {job.namespace}/{job.name} has no TensorBoard: {why}")
+        selector = f"{LABEL_TENSORBOARD_OF}={job.name}"
+        return PortForward(self.rest, job.namespace, selector, TENSORBOARD_PORT, port, address)
 
     # -- delete ---------------------------------------------------------------------------
 
@@ -434,14 +486,25 @@ def _timed_line(replica: str, raw: str) -> LogLine:
     return LogLine(replica, text, stamp)
 
 
-def _as_object(job: Mapping[str, Any] | str | Path) -> dict[str, Any]:
+def _asks_for_tensorboard(job: TFJob) -> bool:
+    annotations = job.object["metadata"].get("annotations") or {}
+    return "tensorboard" in (job.object.get("spec") or {}) or TENSORBOARD_ANNOTATION in annotations
+
+
+def _documents(job: Mapping[str, Any] | str | Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(the PersistentVolumeClaims, the TFJob) of a dict, a file or YAML text."""
     if isinstance(job, Mapping):
-        return dict(job)
+        return [], dict(job)
     text = job if isinstance(job, str) and "\n" in job else Path(job).read_text()
     documents = [d for d in yaml.safe_load_all(text) if d]
-    if len(documents) != 1 or not isinstance(documents[0], dict):
-        raise ValueError(f"expected one TFJob document, found {len(documents)}")
-    return documents[0]
+    if not all(isinstance(d, dict) for d in documents):
+        raise ValueError("expected YAML objects (a TFJob, and the claims it mounts)")
+    claims = [d for d in documents if d.get("kind") == "PersistentVolumeClaim"]
+    others = [d for d in documents if d.get("kind") != "PersistentVolumeClaim"]
+    if len(others) != 1:
+        kinds = [d.get("kind") for d in others]
+        raise ValueError(f"expected one TFJob document (and claims), found {kinds}")
+    return claims, others[0]
 
 
 def _api_of(body: Mapping[str, Any]) -> TFJobApi:

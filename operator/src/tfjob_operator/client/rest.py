@@ -37,7 +37,8 @@ class Rest:
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
-        self._context = _ssl_context(connection)
+        #: The TLS context of its connections (None for http://), for port-forward.py too.
+        self.ssl_context = _ssl_context(connection)
         self._token_lock = threading.Lock()
 
     def get(self, path: str, query: Query | None = None) -> Any:
@@ -93,7 +94,7 @@ class Rest:
             if header:
                 request.add_header("Authorization", header)
             try:
-                answer = urllib.request.urlopen(request, timeout=timeout, context=self._context)
+                answer = urllib.request.urlopen(request, timeout=timeout, context=self.ssl_context)
             except urllib.error.HTTPError as error:
                 payload = error.read()
                 error.close()

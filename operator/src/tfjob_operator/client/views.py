@@ -55,6 +55,12 @@ class TFJob:
         return list((self.object.get("status") or {}).get("conditions") or [])
 
     @property
+    def tensorboard(self) -> Mapping[str, Any]:
+        """`status.tensorboard`: name, url (in the cluster), ready, removeAfter, or the
+        message saying why it cannot run; empty when the job has none (yet)."""
+        return dict((self.object.get("status") or {}).get("tensorboard") or {})
+
+    @property
     def state(self) -> str:
         """Created, Running, Restarting, Suspended, Succeeded or Failed (`kubectl get`'s)."""
         return conditions.state(self.conditions)

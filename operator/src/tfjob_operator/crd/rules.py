@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from .. import tensorboard
 from ..api import CONTAINER_NAME as TENSORFLOW_CONTAINER
 from ..api import MANAGED_BY, ReplicaType
 from ..spec import DNS_1035, MAX_CHILD_NAME
@@ -32,6 +33,31 @@ def _cel_list(values: tuple[str, ...]) -> str:
 
 def _rule(rule: str, message: str, **extra: str) -> Rule:
     return {"rule": rule, "message": message, **extra}
+
+
+def tensorboard_root_rules() -> list[Rule]:
+    """tfjob.dev only: the TensorBoard's Service is named <job>-tensorboard."""
+    limit = DNS1035_MAX_LENGTH - len(tensorboard.NAME_SUFFIX)
+    return [
+        _rule(
+            "!has(self.spec) || !has(self.spec.tensorboard) || "
+            f"self.metadata.name.size() <= {limit}",
+            f"metadata.name is too long for a TensorBoard: its Service <name>"
+            f"{tensorboard.NAME_SUFFIX} must be a DNS-1035 label of at most "
+            f"{DNS1035_MAX_LENGTH} characters, so the name may have at most {limit}",
+            fieldPath=".metadata.name",
+            reason="FieldValueInvalid",
+        )
+    ]
+
+
+def log_dir_rules() -> list[Rule]:
+    return [
+        _rule(
+            "self.startsWith('/') || self.contains('://')",
+            "logDir must be an absolute path or a URL (gs://...)",
+        )
+    ]
 
 
 def root_rules() -> list[Rule]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .. import tensorboard
 from ..api import (
     CONTAINER_NAME,
     DEFAULT_PORT,
@@ -22,6 +23,7 @@ from ..api import (
     MANAGED_BY,
     PLURAL,
     PORT_NAME,
+    TENSORBOARD_ANNOTATION,
     TFJOB_DEV,
     VERSION,
     CleanPodPolicy,
@@ -234,6 +236,56 @@ def run_policy_schema() -> Schema:
     }
 
 
+def tensorboard_schema() -> Schema:
+    """spec.tensorboard (tfjob.dev only; kubeflow.org jobs use the annotation): see
+    tensorboard.py, which checks the same when it reads the annotation."""
+    quantities = {
+        "type": "object",
+        "additionalProperties": int_or_string(pattern=QUANTITY_PATTERN),
+    }
+    return {
+        "type": "object",
+        "description": (
+            "A TensorBoard for this job: a Deployment and a Service the operator runs from "
+            "the job's start until ttlSecondsAfterFinished after it ends; status.tensorboard "
+            "gives its address. `tfjob-operator tensorboard NAME` forwards a local port to it."
+        ),
+        "required": ["logDir"],
+        "properties": {
+            "logDir": _string(
+                "The directory the job writes TensorBoard logs to, as its training "
+                "container sees it (tfjob-train --log-dir). The TensorBoard mounts the volume "
+                "holding it read-only at the same path; $(TFJOB_NAME), $(TFJOB_NAMESPACE) "
+                "and $(TFJOB_UID) expand as in args. A URL (gs://...) needs no volume.",
+                minLength=1,
+                **{"x-kubernetes-validations": rules.log_dir_rules()},
+            ),
+            "ttlSecondsAfterFinished": _integer(
+                "int32",
+                f"Seconds after the job finished before the TensorBoard is removed "
+                f"(default {tensorboard.DEFAULT_TTL_SECONDS}).",
+                minimum=0,
+            ),
+            "image": _string(
+                "The image to run `tensorboard` from; unset: the operator's "
+                "--tensorboard-image (the chart's tensorboard.image, the release's trainer).",
+                minLength=1,
+            ),
+            "resources": {
+                "type": "object",
+                "description": (
+                    "The TensorBoard container's requests and limits (default: 100m CPU, "
+                    "256Mi memory requested, 2Gi memory limit)."
+                ),
+                "properties": {
+                    "requests": {**quantities, "description": "Resources requested."},
+                    "limits": {**quantities, "description": "Resource limits."},
+                },
+            },
+        },
+    }
+
+
 def spec_schema(pod_template: Schema, strict: bool) -> Schema:
     """`strict` for tfjob.dev: what cannot run is refused at apply (see the module)."""
     return {
@@ -262,6 +314,7 @@ def spec_schema(pod_template: Schema, strict: bool) -> Schema:
                 enum=list(SUCCESS_POLICIES),
                 default="",
             ),
+            **({"tensorboard": tensorboard_schema()} if strict else {}),
             "enableDynamicWorker": {
                 "type": "boolean",
                 "description": (
@@ -348,6 +401,22 @@ def status_schema() -> Schema:
             "completionTime": _time("When the job succeeded or failed."),
             "lastReconcileTime": _time("When the operator last reconciled the job."),
             "observedGeneration": _integer("int64", "The metadata.generation the status reflects."),
+            "tensorboard": {
+                "type": "object",
+                "description": (
+                    "The job's TensorBoard, while it runs (spec.tensorboard, or the "
+                    f"{TENSORBOARD_ANNOTATION} annotation): its Service and address, or why "
+                    "it cannot run."
+                ),
+                "properties": {
+                    "name": _string("The TensorBoard's Deployment and Service."),
+                    "url": _string("Where it serves, inside the cluster."),
+                    "logDir": _string("The directory it reads."),
+                    "ready": {"type": "boolean", "description": "It answers requests."},
+                    "removeAfter": _time("When it is removed (the job has finished)."),
+                    "message": _string("Why it cannot run."),
+                },
+            },
         },
     }
 
@@ -369,7 +438,10 @@ def tfjob_schema(pod_template: Schema, strict: bool) -> Schema:
             "spec": spec_schema(pod_template, strict),
             "status": status_schema(),
         },
-        "x-kubernetes-validations": rules.root_rules(),
+        "x-kubernetes-validations": [
+            *rules.root_rules(),
+            *(rules.tensorboard_root_rules() if strict else []),
+        ],
     }
 
 

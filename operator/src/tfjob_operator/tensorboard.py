@@ -1,0 +1,339 @@
+"""TensorBoard bound to a TFJob: a Deployment and a Service the operator runs beside the job.
+
+A TFJob asks for one with `spec.tensorboard` (tfjob.dev/v1) or, as kubeflow.org/v1's schema
+has no such field, with the annotation `tfjob.dev/tensorboard` holding the same object as
+JSON. `logDir` is where the job's training container writes its summaries (the trainer's
+`--log-dir`), as that container sees it: the TensorBoard mounts the volume the path lies
+on, read-only at the same path, so it reads what the job writes. With a
+PersistentVolumeClaim the job's pods share, that works on any node the claim reaches
+(a ReadWriteOnce claim's volume is on one node, and the scheduler puts the TensorBoard
+there). `$(TFJOB_NAME)`, `$(TFJOB_NAMESPACE)` and `$(TFJOB_UID)` in logDir expand as they
+do in the job's args; a `gs://`-style URL needs no volume.
+
+It runs from the job's start until `ttlSecondsAfterFinished` after the job ended (an hour
+unless set), then the operator deletes it; it is the job's child, so it also goes with the
+job. `status.tensorboard` says where it serves (`url`, inside the cluster), whether it is
+ready, and when it goes.
+
+Like Kueue and gangs it sits beside the TFJob's own flow, which it never changes:
+`plan_board` is a pure function of the job, its status and what the watches show of its
+TensorBoard; the controller merges the status it returns into the job's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from . import conditions as cond
+from .api import (
+    CONTAINER_NAME,
+    LABEL_TENSORBOARD_DIGEST,
+    LABEL_TENSORBOARD_OF,
+    TENSORBOARD_ANNOTATION,
+    TENSORBOARD_PORT,
+    TFJOB_DEV,
+    JobRef,
+)
+from .decide import JobView
+from .events import WARNING, Event
+from .observe import controller_uid
+from .render import owner_reference
+from .spec import JobSpec
+from .timeutil import from_rfc3339, to_rfc3339
+
+PORT: Final = TENSORBOARD_PORT
+PORT_NAME: Final = "http"
+CONTAINER: Final = "tensorboard"
+NAME_SUFFIX: Final = "-tensorboard"
+DEFAULT_TTL_SECONDS: Final = 3600
+#: What a TensorBoard asks for unless `resources` says otherwise: it is idle between page
+#: loads, and its memory grows with the runs and tags it holds.
+DEFAULT_RESOURCES: Final[Mapping[str, Any]] = {
+    "requests": {"cpu": "100m", "memory": "256Mi"},
+    "limits": {"memory": "2Gi"},
+}
+#: The job variables logDir may name, as the job's args do (render.job_environment).
+JOB_VARIABLES: Final = ("TFJOB_NAME", "TFJOB_NAMESPACE", "TFJOB_UID")
+FIELDS: Final = ("logDir", "ttlSecondsAfterFinished", "image", "resources")
+
+
+class InvalidBoard(ValueError):
+    """The TensorBoard the job asks for cannot run; the message says why."""
+
+
+@dataclass(frozen=True)
+class BoardSpec:
+    log_dir: str
+    ttl_seconds_after_finished: int = DEFAULT_TTL_SECONDS
+    image: str | None = None
+    resources: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BoardObservation:
+    """A Deployment or Service of a job's TensorBoard, as its watch shows it."""
+
+    kind: str
+    name: str
+    uid: str
+    owner_uid: str | None
+    digest: str = ""
+    available: bool = False
+
+
+@dataclass
+class BoardPlan:
+    #: The job's `status.tensorboard`; None: the field is absent.
+    status: dict[str, Any] | None = None
+    create: list[dict[str, Any]] = field(default_factory=list)
+    delete: list[BoardObservation] = field(default_factory=list)
+    #: Why `delete` goes, for the event the controller records once it deleted.
+    why: str = ""
+    events: list[Event] = field(default_factory=list)
+    requeue_after: float | None = None
+
+
+def board_name(job_name: str) -> str:
+    return f"{job_name}{NAME_SUFFIX}"
+
+
+def board_spec(job: JobView) -> BoardSpec | None:
+    """The TensorBoard `job` asks for: its spec field (tfjob.dev), else its annotation."""
+    raw: Any = job.spec.get("tensorboard") if job.ref.api == TFJOB_DEV else None
+    where = "spec.tensorboard"
+    if raw is None:
+        text = job.annotations.get(TENSORBOARD_ANNOTATION)
+        if text is None:
+            return None
+        where = f"annotation {TENSORBOARD_ANNOTATION}"
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise InvalidBoard(f"{where} is not JSON: {error}") from None
+    if not isinstance(raw, Mapping):
+        raise InvalidBoard(f'{where} must be an object, e.g. {{"logDir": "/data/logs"}}')
+    unknown = sorted(set(raw) - set(FIELDS))
+    if unknown:
+        raise InvalidBoard(f"{where}: unknown fields {unknown}; known: {list(FIELDS)}")
+    log_dir = raw.get("logDir")
+    if not isinstance(log_dir, str) or not log_dir.strip():
+        raise InvalidBoard(f"{where}.logDir is required: the directory the job writes logs to")
+    if "://" not in log_dir and not log_dir.startswith("/"):
+        raise InvalidBoard(f"{where}.logDir must be an absolute path or a URL, not {log_dir!r}")
+    ttl = raw.get("ttlSecondsAfterFinished", DEFAULT_TTL_SECONDS)
+    if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
+        raise InvalidBoard(f"{where}.ttlSecondsAfterFinished must be an integer >= 0")
+    image = raw.get("image")
+    if image is not None and (not isinstance(image, str) or not image):
+        raise InvalidBoard(f"{where}.image must be an image reference")
+    resources = raw.get("resources")
+    if resources is not None and not isinstance(resources, Mapping):
+        raise InvalidBoard(f"{where}.resources must be an object (requests, limits)")
+    return BoardSpec(log_dir, ttl, image, resources)
+
+
+def plan_board(
+    job: JobView,
+    spec: JobSpec | None,
+    status: Mapping[str, Any],
+    observed: Sequence[BoardObservation],
+    now: datetime,
+    default_image: str | None,
+    cluster_domain: str | None = None,
+) -> BoardPlan:
+    """What to do with the job's TensorBoard; `status` is the job's status as the TFJob's
+    own decision leaves it, `spec` its parsed spec (None when invalid)."""
+    plan = BoardPlan()
+    if job.deleting:
+        return plan
+    mine = [o for o in observed if o.owner_uid == job.ref.uid]
+    previous = job.status.get("tensorboard")
+    try:
+        board = board_spec(job)
+    except InvalidBoard as error:
+        return _refused(plan, mine, str(error), previous)
+    if board is None or spec is None:
+        _remove(plan, mine, "the TFJob no longer asks for a TensorBoard")
+        return plan
+    if not (status.get("startTime") or status.get("completionTime")):
+        return plan  # it starts with the job: nothing to show before
+    remove_at = None
+    if cond.is_finished(status.get("conditions") or []) and status.get("completionTime"):
+        ttl = timedelta(seconds=board.ttl_seconds_after_finished)
+        remove_at = from_rfc3339(status["completionTime"]) + ttl
+        if now >= remove_at:
+            after = f"{board.ttl_seconds_after_finished}s after the job finished"
+            _remove(plan, mine, f"ttlSecondsAfterFinished: {after}")
+            return plan
+        plan.requeue_after = (remove_at - now).total_seconds()
+    image = board.image or default_image
+    if image is None:
+        message = "no image: set spec.tensorboard.image, or the operator's --tensorboard-image"
+        return _refused(plan, mine, message, previous)
+    try:
+        wanted = render_board(job.ref, spec, board, image)
+    except InvalidBoard as error:
+        return _refused(plan, mine, str(error), previous)
+    by_kind = {o.kind: o for o in mine}
+    for body in wanted:
+        have = by_kind.get(body["kind"])
+        if have is None:
+            plan.create.append(body)
+        elif have.digest != body["metadata"]["labels"].get(LABEL_TENSORBOARD_DIGEST, ""):
+            plan.delete.append(have)
+            plan.why = "spec.tensorboard changed: it is created again as now asked"
+    deployment = by_kind.get("Deployment")
+    name = board_name(job.ref.name)
+    host = f"{name}.{job.ref.namespace}.svc" + (f".{cluster_domain}" if cluster_domain else "")
+    plan.status = {
+        "name": name,
+        "url": f"http://{host}:{PORT}/",
+        "logDir": board.log_dir,
+        "ready": bool(deployment and deployment.available and not plan.delete),
+    }
+    if remove_at is not None:
+        plan.status["removeAfter"] = to_rfc3339(remove_at)
+    return plan
+
+
+def _refused(
+    plan: BoardPlan, mine: Sequence[BoardObservation], message: str, previous: object
+) -> BoardPlan:
+    _remove(plan, mine, message)
+    plan.status = {"message": message}
+    if not isinstance(previous, Mapping) or previous.get("message") != message:
+        plan.events.append(Event(WARNING, "InvalidTensorBoard", message))
+    return plan
+
+
+def _remove(plan: BoardPlan, mine: Sequence[BoardObservation], why: str) -> None:
+    plan.delete.extend(mine)
+    plan.why = why
+
+
+def render_board(
+    job: JobRef, spec: JobSpec, board: BoardSpec, image: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The TensorBoard's Deployment and Service; raises InvalidBoard when logDir lies on no
+    volume of the job's leading replica."""
+    name = board_name(job.name)
+    leader = spec.leader() or next(spec.replicas(), None)
+    if leader is None:
+        raise InvalidBoard("the TFJob has no replica whose volumes the TensorBoard could read")
+    pod_spec: Mapping[str, Any] = spec.replica_specs[leader.type].template.get("spec") or {}
+    mounts, volumes = _volumes_of(pod_spec, board.log_dir, leader.key)
+    selector = {LABEL_TENSORBOARD_OF: job.name}
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": image,
+        "command": ["tensorboard"],
+        "args": [f"--logdir={board.log_dir}", "--host=0.0.0.0", f"--port={PORT}"],
+        "env": [
+            {"name": variable, "value": value}
+            for variable, value in zip(
+                JOB_VARIABLES, (job.name, job.namespace, job.uid), strict=True
+            )
+        ],
+        "ports": [{"name": PORT_NAME, "containerPort": PORT, "protocol": "TCP"}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": PORT_NAME}, "periodSeconds": 2},
+        "resources": dict(board.resources or DEFAULT_RESOURCES),
+        "volumeMounts": mounts,
+    }
+    template_spec: dict[str, Any] = {
+        "containers": [container],
+        "volumes": volumes,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+    }
+    # As the job's pods run: the same user (to read what they wrote), registries, taints.
+    for key in ("securityContext", "imagePullSecrets", "tolerations"):
+        if pod_spec.get(key):
+            template_spec[key] = pod_spec[key]
+    deployment_spec: dict[str, Any] = {
+        "replicas": 1,
+        # A ReadWriteOnce claim's volume holds one node: no second pod beside the old one.
+        "strategy": {"type": "Recreate"},
+        "selector": {"matchLabels": selector},
+        "template": {"metadata": {"labels": selector}, "spec": template_spec},
+    }
+    digest = hashlib.sha256(json.dumps(deployment_spec, sort_keys=True).encode()).hexdigest()
+    metadata = {
+        "name": name,
+        "namespace": job.namespace,
+        "labels": {**selector, LABEL_TENSORBOARD_DIGEST: digest[:16]},
+        "ownerReferences": [owner_reference(job)],
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata,
+        "spec": deployment_spec,
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata,
+        "spec": {
+            "selector": selector,
+            "ports": [
+                {"name": PORT_NAME, "port": PORT, "targetPort": PORT_NAME, "protocol": "TCP"}
+            ],
+        },
+    }
+    return deployment, service
+
+
+def _volumes_of(
+    pod_spec: Mapping[str, Any], log_dir: str, replica: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The mount of the training container that holds `log_dir` and its volume, both
+    read-only; none for a URL."""
+    if "://" in log_dir:
+        return [], []
+    containers = pod_spec.get("containers") or []
+    main = next((c for c in containers if c.get("name") == CONTAINER_NAME), None)
+    main = main or (containers[0] if containers else {})
+    path = posixpath.normpath(log_dir)
+    holding = [
+        m
+        for m in main.get("volumeMounts") or []
+        if path == posixpath.normpath(m["mountPath"])
+        or path.startswith(posixpath.normpath(m["mountPath"]).rstrip("/") + "/")
+    ]
+    if not holding:
+        raise InvalidBoard(
+            f"logDir {log_dir} is on no volume of the {replica} replica's "
+            f"{main.get('name', CONTAINER_NAME)} container: mount a volume the job writes its "
+            "logs to (a PersistentVolumeClaim) at or above that path"
+        )
+    mount = max(holding, key=lambda m: len(m["mountPath"]))
+    volume = next(
+        (v for v in pod_spec.get("volumes") or [] if v.get("name") == mount["name"]), None
+    )
+    if volume is None:
+        raise InvalidBoard(f"the {replica} replica mounts volume {mount['name']}, which it lacks")
+    volume = dict(volume)
+    if "persistentVolumeClaim" in volume:
+        volume["persistentVolumeClaim"] = {**volume["persistentVolumeClaim"], "readOnly": True}
+    kept = ("name", "mountPath", "subPath", "subPathExpr")
+    return [{**{k: mount[k] for k in kept if k in mount}, "readOnly": True}], [volume]
+
+
+def observe_board(kind: str, body: Mapping[str, Any]) -> BoardObservation:
+    """`kind` is the watch's: the items of a list do not say theirs."""
+    metadata = body.get("metadata") or {}
+    status = body.get("status") or {}
+    return BoardObservation(
+        kind=kind,
+        name=metadata.get("name", ""),
+        uid=metadata.get("uid", ""),
+        owner_uid=controller_uid(metadata),
+        digest=(metadata.get("labels") or {}).get(LABEL_TENSORBOARD_DIGEST, ""),
+        available=int(status.get("availableReplicas") or 0) > 0,
+    )

@@ -1,0 +1,130 @@
+"""A `kubeflow.org/v1` TFJob's TensorBoard, asked for with the `tfjob.dev/tensorboard`
+annotation (Kubeflow's schema has no field for it), against the real API server and
+kubelet with `tfjob-operator run --kubeflow`: the operator runs a real TensorBoard (the
+trainer image's) on the job's claim, reports it in the status, the client's port-forward
+serves its page, and it goes with the job; a bad annotation is an event and a status
+message, and the job runs regardless. The tfjob.dev field, with real training and a
+browser: tests/e2e/test_tensorboard.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+from kubernetes import client
+from support.operator_process import OperatorProcess
+from support.tfjobs import SHELL_IMAGE, TFJobs
+
+from tfjob_operator.client import TFJobClient
+
+pytestmark = pytest.mark.integration
+
+CLAIM = {
+    "apiVersion": "v1",
+    "kind": "PersistentVolumeClaim",
+    "metadata": {"name": "logs"},
+    "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+}
+
+
+def kubeflow_job(name: str, annotation: str, script: str = "sleep 3600") -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name, "annotations": {"tfjob.dev/tensorboard": annotation}},
+        "spec": {
+            "tfReplicaSpecs": {
+                "Worker": {
+                    "replicas": 1,
+                    "restartPolicy": "Never",
+                    "template": {
+                        "spec": {
+                            "terminationGracePeriodSeconds": 1,
+                            "containers": [
+                                {
+                                    "name": "tensorflow",
+                                    "image": SHELL_IMAGE,
+                                    "command": ["sh", "-c", script],
+                                    "volumeMounts": [{"name": "logs", "mountPath": "/logs"}],
+                                }
+                            ],
+                            "volumes": [
+                                {"name": "logs", "persistentVolumeClaim": {"claimName": "logs"}}
+                            ],
+                        }
+                    },
+                }
+            }
+        },
+    }
+
+
+def test_a_kubeflow_job_gets_its_tensorboard_from_the_annotation(
+    kubeflow_operator: OperatorProcess,
+    project_images: tuple[str, ...],
+    kubeconfig: str,
+    namespace: str,
+    core_v1: client.CoreV1Api,
+) -> None:
+    core_v1.create_namespaced_persistent_volume_claim(namespace, CLAIM)
+    tfjobs = TFJobs(core_v1.api_client, namespace, group="kubeflow.org")
+    annotation = json.dumps({"logDir": "/logs/$(TFJOB_NAME)", "ttlSecondsAfterFinished": 300})
+    tfjobs.create(kubeflow_job("board", annotation))
+    job = tfjobs.wait_for(
+        "board",
+        lambda j: bool(((j.get("status") or {}).get("tensorboard") or {}).get("ready")),
+        "status.tensorboard.ready",
+        180,
+    )
+    assert job["status"]["tensorboard"] == {
+        "name": "board-tensorboard",
+        "url": f"http://board-tensorboard.{namespace}.svc:6006/",
+        "logDir": "/logs/$(TFJOB_NAME)",
+        "ready": True,
+    }
+    apps = client.AppsV1Api(core_v1.api_client)
+    deployment = apps.read_namespaced_deployment("board-tensorboard", namespace)
+    pod = deployment.spec.template.spec
+    assert pod.volumes[0].persistent_volume_claim.claim_name == "logs"
+    assert pod.volumes[0].persistent_volume_claim.read_only is True
+    assert deployment.metadata.owner_references[0].uid == job["metadata"]["uid"]
+
+    with TFJobClient(namespace, kubeconfig=kubeconfig).tensorboard("board") as forward:
+        with urllib.request.urlopen(forward.url, timeout=30) as page:
+            assert "<title>TensorBoard</title>" in page.read().decode()
+        with urllib.request.urlopen(forward.url + "data/environment", timeout=30) as answer:
+            # The TensorBoard reads the job's directory: $(TFJOB_NAME) expanded.
+            assert json.loads(answer.read())["data_location"] == "/logs/board"
+
+    # Deleted with the job (it is the job's child), as are its pods.
+    tfjobs.custom.delete_namespaced_custom_object(
+        "kubeflow.org", "v1", namespace, "tfjobs", "board"
+    )
+    deadline = time.monotonic() + 60
+    while apps.list_namespaced_deployment(namespace).items:
+        assert time.monotonic() < deadline, "the TensorBoard outlived its job"
+        time.sleep(0.5)
+
+
+def test_a_bad_annotation_is_reported_and_the_job_runs_regardless(
+    kubeflow_operator: OperatorProcess, namespace: str, core_v1: client.CoreV1Api
+) -> None:
+    tfjobs = TFJobs(core_v1.api_client, namespace, group="kubeflow.org")
+    core_v1.create_namespaced_persistent_volume_claim(namespace, CLAIM)
+    tfjobs.create(kubeflow_job("lost", json.dumps({"logDir": "/elsewhere"}), "exit 0"))
+    job = tfjobs.wait_state("lost", "Succeeded", 120)
+    message = job["status"]["tensorboard"]["message"]
+    assert message.startswith("logDir /elsewhere is on no volume of the worker-0 replica's")
+    events = [
+        e
+        for e in core_v1.list_namespaced_event(namespace).items
+        if e.reason == "InvalidTensorBoard"
+    ]
+    assert len(events) == 1
+    assert events[0].message == message
+    assert events[0].count == 1, "reported once, not at every reconcile"
+    assert not client.AppsV1Api(core_v1.api_client).list_namespaced_deployment(namespace).items
