@@ -31,7 +31,9 @@ CLI = str(Path(sys.executable).parent / "tfjob-operator")
 
 def test_a_job_through_the_client_only(backend: Backend, tfjobs: TFJobs) -> None:
     client = TFJobClient(tfjobs.namespace, kubeconfig=backend.kubeconfig)
-    created = client.create(set_args(example("mnist-mwms.yaml"), ["--epochs", "3"]))
+    job = set_args(example("mnist-mwms.yaml"), ["--epochs", "3"])
+    tfjobs.create_claims(job)  # the example's claim (create() of a dict makes none)
+    created = client.create(job)
     assert (created.api_version, created.namespace) == ("tfjob.dev/v1", tfjobs.namespace)
 
     # Followed from the start, in a thread, while the main thread waits with progress.

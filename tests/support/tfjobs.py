@@ -71,16 +71,20 @@ class TFJobs:
         self.core = client.CoreV1Api(api_client)
 
     def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        """Creates the TFJob, after the examples' claims it mounts that do not exist yet
-        (as `kubectl apply -f` of an example's file makes its claim with the job)."""
-        declared = claims()
-        for name in claims_of(body):
-            if name in declared and not self._claim_exists(name):
-                self.core.create_namespaced_persistent_volume_claim(self.namespace, declared[name])
+        """Creates the TFJob, after the examples' claims it mounts (`create_claims`)."""
+        self.create_claims(body)
         created: dict[str, Any] = self.custom.create_namespaced_custom_object(
             self.group, VERSION, self.namespace, PLURAL, dict(body)
         )
         return created
+
+    def create_claims(self, job: Mapping[str, Any]) -> None:
+        """The examples' claims `job` mounts that do not exist yet, as `kubectl apply -f` of
+        an example's file makes its claim with the job."""
+        declared = claims()
+        for name in claims_of(job):
+            if name in declared and not self._claim_exists(name):
+                self.core.create_namespaced_persistent_volume_claim(self.namespace, declared[name])
 
     def _claim_exists(self, name: str) -> bool:
         try:

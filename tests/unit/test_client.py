@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -441,3 +442,26 @@ def test_run_without_the_controller_extra_says_what_to_install(
         monkeypatch.delitem(sys.modules, f"tfjob_operator.{module}", raising=False)
     assert cli.main(["run"]) == ExitCode.ERROR
     assert "pip install 'tfjob-operator[controller]'" in capsys.readouterr().err
+
+
+def test_tensorboard_says_why_a_job_has_none() -> None:
+    path = "/apis/tfjob.dev/v1/namespaces/ml/tfjobs/mnist"
+    cases = [
+        (a_job([CREATED]), "it asks for none (spec.tensorboard, or the tfjob.dev/tensorboard"),
+        (
+            {**a_job([CREATED]), "spec": {"tensorboard": {"logDir": "/logs"}}},
+            "it starts with the job, which is Created",
+        ),
+        (
+            {
+                **a_job([CREATED]),
+                "status": {"tensorboard": {"message": "logDir /logs is on no volume"}},
+            },
+            "logDir /logs is on no volume",
+        ),
+    ]
+    for body, why in cases:
+        with pytest.raises(
+            ValueError, match=re.escape(f"TFJob ml/mnist has no TensorBoard: {why}")
+        ):
+            client_of(FakeRest({path: body})).tensorboard("mnist")

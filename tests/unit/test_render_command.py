@@ -36,6 +36,19 @@ def test_renders_a_service_and_a_pod_per_replica() -> None:
     assert {o["metadata"]["namespace"] for o in objects} == {"ml"}
 
 
+def test_a_job_with_a_tensorboard_renders_its_deployment_and_service_too() -> None:
+    done = render(ROOT / "examples" / "mnist-tensorboard.yaml", "--namespace", "ml")
+    assert done.returncode == 0, done.stderr
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(done.stdout)}
+    deployment = objects[("Deployment", "mnist-tb-tensorboard")]
+    assert ("Service", "mnist-tb-tensorboard") in objects
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["volumes"] == [
+        {"name": "shared", "persistentVolumeClaim": {"claimName": "tfjob-data", "readOnly": True}}
+    ]
+    assert pod["containers"][0]["image"].startswith("ghcr.io/tfjob-operator/tfjob-trainer:")
+
+
 def test_invalid_job_prints_each_problem_and_fails(tmp_path: Path) -> None:
     job = list(yaml.safe_load_all((ROOT / "examples" / "mnist-pss.yaml").read_text()))[-1]
     del job["spec"]["tfReplicaSpecs"]["Worker"]

@@ -106,8 +106,34 @@ def test_no_input_changes_the_document_structure(hostile: str) -> None:
         (Choices(name="a" * 60, evaluator=True), "name too long"),
         (Choices(name="x", strategy="horovod"), "--strategy must be one of"),
         (Choices(name="x", command=()), "--command cannot be empty"),
+        (Choices(name="x", pvc_size="5Gi"), "--pvc-size needs --pvc NAME"),
+        (Choices(name="x", pvc="data", pvc_size="five"), "not a quantity"),
+        (Choices(name="x", pvc="Data_1"), "not a valid claim name"),
+        (Choices(name="a" * 52, tensorboard=True), "name too long for --tensorboard"),
     ],
 )
 def test_impossible_choices_are_refused(choices: Choices, message: str) -> None:
     with pytest.raises(ScaffoldError, match=message):
         render(choices, "test")
+
+
+def test_a_claim_is_mounted_declared_first_and_holds_the_logs_the_tensorboard_reads() -> None:
+    text = render(Choices(name="x", pvc="data", pvc_size="5Gi", tensorboard=True), "test")
+    claim, job = yaml.safe_load_all(text)
+    assert claim["kind"] == "PersistentVolumeClaim"
+    assert claim["metadata"]["name"] == "data"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    assert "storageClassName" not in claim["spec"], "the cluster's default class"
+    parse_spec(job["metadata"]["name"], job["spec"])
+    volumes = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["volumes"]
+    assert volumes == [{"name": "shared", "persistentVolumeClaim": {"claimName": "data"}}]
+    args = container(job, "Worker")["args"]
+    log_dir = args[args.index("--log-dir") + 1]
+    assert job["spec"]["tensorboard"] == {"logDir": log_dir}
+    assert log_dir.startswith("/shared/")
+
+
+def test_without_a_size_the_claim_is_mounted_but_not_declared() -> None:
+    documents = list(yaml.safe_load_all(render(Choices(name="x", pvc="data"), "test")))
+    assert [d["kind"] for d in documents] == ["TFJob"]
+    assert "tensorboard" not in documents[0]["spec"]

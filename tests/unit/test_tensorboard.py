@@ -130,9 +130,14 @@ def test_a_bad_annotation_says_what_is_wrong(annotation: str, message: str) -> N
     assert again.events == [], "the same refusal is reported once"
 
 
-def test_it_waits_for_the_job_to_start() -> None:
+def test_it_waits_for_the_job_to_start_and_stays_while_a_started_job_is_suspended() -> None:
     result = plan(view(spec({"logDir": LOG_DIR})))
     assert (result.status, result.create) == (None, [])
+    running = plan(view(spec({"logDir": LOG_DIR}), STARTED))
+    observed = [shown(body) for body in running.create]
+    suspended = plan(view(spec({"logDir": LOG_DIR}), {"tensorboard": running.status}), observed)
+    assert (suspended.create, suspended.delete) == ([], [])
+    assert suspended.status == running.status
 
 
 def test_a_started_job_gets_a_deployment_and_a_service_that_read_its_claim() -> None:

@@ -323,7 +323,7 @@ class Controller:
         await self._apply_workload(job, plan)
         await self._apply_pod_groups(job, plan)
         await self._apply_children(job, plan, expected, known, refusals)
-        await self._apply_board(job, board)
+        await self._apply_board(job, board, expected)
         if plan.delete_job and await self.writes.delete_job(job.ref):
             self._record(
                 job,
@@ -471,12 +471,11 @@ class Controller:
                 created=f"for its {body['spec']['minMember']} pods: they are placed together",
             )
 
-    async def _apply_board(self, job: JobView, board: BoardPlan) -> None:
+    async def _apply_board(self, job: JobView, board: BoardPlan, expected: Expectations) -> None:
         """The TensorBoard's deletions, then its creations (tensorboard.py). A create the
         API server refuses (no role for Deployments, a quota) is an event, not a failed
         reconcile: the job runs on, and the next reconcile tries again."""
         namespace = job.ref.namespace
-        expected = self._expected.setdefault((namespace, job.ref.name), Expectations())
         for child in board.delete:
             expected.created_boards.pop((child.kind, child.name), None)
             if child.kind == "Deployment":

@@ -159,10 +159,14 @@ def plan_board(
     except InvalidBoard as error:
         return _refused(plan, mine, str(error), previous)
     if board is None or spec is None:
-        _remove(plan, mine, "the TFJob no longer asks for a TensorBoard")
+        why = "the TFJob's spec is invalid" if board else "the TFJob no longer asks for one"
+        _remove(plan, mine, why)
         return plan
     if not (status.get("startTime") or status.get("completionTime")):
-        return plan  # it starts with the job: nothing to show before
+        # It starts with the job; one that runs already (the job was suspended) stays.
+        if mine and isinstance(previous, Mapping):
+            plan.status = dict(previous)
+        return plan
     remove_at = None
     if cond.is_finished(status.get("conditions") or []) and status.get("completionTime"):
         ttl = timedelta(seconds=board.ttl_seconds_after_finished)

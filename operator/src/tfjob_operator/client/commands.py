@@ -236,10 +236,10 @@ def _delete(client: TFJobClient, args: argparse.Namespace, out: TextIO, err: Tex
 def _tensorboard(
     client: TFJobClient, args: argparse.Namespace, out: TextIO, err: TextIO
 ) -> ExitCode:
-    with client.tensorboard(args.name, port=args.port, address=args.address) as forward:
-        board = client.get(args.name).tensorboard
-        print(f"TensorBoard of {client.namespace}/{args.name}: {forward.url}", file=out, flush=True)
-        if not board.get("ready"):
+    job = client.get(args.name)
+    with client.tensorboard(job, port=args.port, address=args.address) as forward:
+        print(f"TensorBoard of {job.namespace}/{job.name}: {forward.url}", file=out, flush=True)
+        if not job.tensorboard.get("ready"):
             print("(not ready yet: the page loads once it is)", file=err, flush=True)
         print("Ctrl-C stops forwarding.", file=err, flush=True)
         threading.Event().wait()

@@ -288,13 +288,18 @@ class TFJobClient:
     # -- TensorBoard ----------------------------------------------------------------------
 
     def tensorboard(
-        self, name: str, namespace: str | None = None, *, port: int = 0, address: str = "127.0.0.1"
+        self,
+        job: TFJob | str,
+        namespace: str | None = None,
+        *,
+        port: int = 0,
+        address: str = "127.0.0.1",
     ) -> PortForward:
         """Serves the job's TensorBoard (spec.tensorboard) on `address`:`port` (0: a free
         port), forwarded to its pod through the API server as `kubectl port-forward` does,
         until the returned forward is closed (or its `with` block ends); its `url` is the
         page. Raises ValueError when the job has none."""
-        job = self.get(name, namespace)
+        job = job if isinstance(job, TFJob) else self.get(job, namespace)
         board = job.tensorboard
         if not board.get("name"):
             if board.get("message"):
