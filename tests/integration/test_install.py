@@ -254,6 +254,10 @@ def test_rbac_grants_exactly_what_the_operator_uses(
         ("create", "kueue.x-k8s.io", "workloads"),
         ("patch", "kueue.x-k8s.io", "workloads", "status"),
         ("get", "kueue.x-k8s.io", "resourceflavors"),
+        # TensorBoards (tensorboard.py): created, watched, deleted; never changed.
+        ("create", "apps", "deployments"),
+        ("watch", "apps", "deployments"),
+        ("delete", "apps", "deployments"),
     ]:
         assert can(verb, group, resource, *subresource), (
             f"the operator needs {verb} {resource}.{group} {subresource}"
@@ -264,7 +268,8 @@ def test_rbac_grants_exactly_what_the_operator_uses(
         ("get", "", "secrets"),
         ("patch", "tfjob.dev", "tfjobs"),
         ("update", "tfjob.dev", "tfjobs"),
-        ("create", "apps", "deployments"),
+        ("patch", "apps", "deployments"),
+        ("update", "apps", "deployments"),
         ("list", "", "nodes"),
         ("create", "", "pods", "exec"),
         ("update", "tfjob.dev", "tfjobs", "status"),
