@@ -604,6 +604,26 @@ def test_a_queued_job_makes_its_workload_first_and_its_pods_once_admitted() -> N
     assert harness.calls("read flavor") == [("read flavor", "a100")], "read once in its TTL"
 
 
+def test_a_workload_created_tells_its_watch_the_api_is_served() -> None:
+    """Kueue installed after the operator started: its Workload watch found no API and
+    looks again only now and then, so the create that succeeds says so at once."""
+    harness = Harness()
+    served: list[str] = []
+    harness.controller.served = served.append
+    harness.job(version="1", labels={"kueue.x-k8s.io/queue-name": "team"})
+    harness.writes.refuse_create = ApiError(404, "create workload ml/x", b"404 page not found")
+    with pytest.raises(ApiError):
+        harness.reconcile_raising()
+    assert served == [], "a refused create says nothing is served"
+
+    harness.writes.refuse_create = None
+    harness.catch_up()
+    harness.job(str(harness.writes.version), labels={"kueue.x-k8s.io/queue-name": "team"})
+    harness.reconcile()
+    assert len(harness.calls("create workload")) == 2
+    assert served == ["kueue.x-k8s.io/v1beta1"]
+
+
 def test_a_workload_api_not_served_is_an_event_that_names_kueue() -> None:
     harness = Harness()
     harness.job(version="1", labels={"kueue.x-k8s.io/queue-name": "team"})

@@ -22,7 +22,7 @@ from tfjob_operator.observe import PodGroupObservation, observe_pod_group
 from tfjob_operator.render import render_pod, render_pod_group
 from tfjob_operator.spec import InvalidSpec, Replica, parse_spec
 
-from .test_controller import Harness
+from .test_controller import KEY, Harness
 from .tfjobs import JOB, NOW, job_view, pod, replica_spec
 
 pytestmark = pytest.mark.unit
@@ -167,12 +167,19 @@ def observed_group(
     )
 
 
-def test_a_new_gang_job_gets_its_pod_group_with_its_pods() -> None:
+def test_a_new_gang_jobs_pods_wait_until_the_watch_shows_its_pod_group() -> None:
+    """The scheduler's own PodGroup cache may lag the pods' events: a pod seen before its
+    PodGroup would be parked as unschedulable."""
     plan = decide(job_view(gang_spec()), [], [], NOW)
     assert plan.create_pod_group is not None
     assert plan.create_pod_group["spec"] == {"minMember": 2}
-    assert len(plan.create_pods) == 2
-    assert all(p["spec"]["schedulerName"] == PLUGINS for p in plan.create_pods)
+    assert plan.create_pods == []
+    assert len(plan.create_services) == 2  # services do not wait
+
+    shown = decide(job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group()])
+    assert shown.create_pod_group is None
+    assert len(shown.create_pods) == 2
+    assert all(p["spec"]["schedulerName"] == PLUGINS for p in shown.create_pods)
 
 
 def test_pods_wait_while_an_earlier_jobs_pod_group_of_the_name_is_going() -> None:
@@ -182,13 +189,32 @@ def test_pods_wait_while_an_earlier_jobs_pod_group_of_the_name_is_going() -> Non
     assert plan.create_services  # services do not wait
 
 
-def test_a_pod_group_follows_the_replica_count() -> None:
+def test_a_pod_group_follows_the_replica_count_and_new_pods_wait_for_the_change() -> None:
     plan = decide(job_view(gang_spec(workers=3)), [], [], NOW, pod_groups=[observed_group()])
     assert plan.create_pod_group is None
     assert plan.patch_pod_group is not None
     assert plan.patch_pod_group[1] == {"spec": {"minMember": 3}}
+    assert plan.create_pods == []
     same = decide(job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group()])
     assert same.patch_pod_group is None
+
+
+def test_no_pods_while_the_gang_is_larger_than_the_job_then_all_once_lowered() -> None:
+    """Kubeflow accepts minAvailable above the replica count; no pod could be placed, and
+    one the scheduler judged against minMember 10 would stay parked once it is lowered."""
+    large = gang_spec(workers=1, minAvailable=10)
+    group = observed_group(minMember=10)
+    waiting = decide(job_view(large), [], [], NOW, pod_groups=[group])
+    assert (waiting.create_pods, waiting.patch_pod_group) == ([], None)
+    assert [s["metadata"]["name"] for s in waiting.create_services] == ["mnist-worker-0"]
+
+    lowered = gang_spec(workers=1, minAvailable=1)
+    patched = decide(job_view(lowered), [], [], NOW, pod_groups=[group])
+    assert patched.patch_pod_group is not None
+    assert patched.patch_pod_group[1] == {"spec": {"minMember": 1}}
+    assert patched.create_pods == []
+    shown = decide(job_view(lowered), [], [], NOW, pod_groups=[observed_group(minMember=1)])
+    assert [p["metadata"]["name"] for p in shown.create_pods] == ["mnist-worker-0"]
 
 
 def test_the_pod_group_goes_when_the_job_finishes_or_is_suspended() -> None:
@@ -258,18 +284,21 @@ def test_a_gang_the_operator_cannot_honour_fails_the_job() -> None:
     assert (plan.create_pods, plan.create_pod_group) == ([], None)
 
 
-def test_the_controller_creates_the_pod_group_before_any_pod() -> None:
+def test_the_controller_creates_the_pod_group_then_the_pods_once_it_is_seen() -> None:
     harness = Harness()
     harness.job(version="2", spec=gang_spec())
     harness.reconcile()
-    creates = [c for c in harness.writes.calls if c[0] in ("create podgroup", "create pod")]
-    assert creates[0] == ("create podgroup", "mnist")
-    assert sorted(c[1] for c in creates[1:]) == ["mnist-worker-0", "mnist-worker-1"]
+    assert harness.calls("create podgroup") == [("create podgroup", "mnist")]
+    assert harness.calls("create pod") == []
     (event,) = [e for e in harness.writes.events if e["reason"] == "SuccessfulCreatePodGroup"]
     assert event["message"] == (
         "Created PodGroup mnist (scheduling.x-k8s.io/v1alpha1) for its 2 pods: "
         "they are placed together"
     )
+    harness.caches.pod_groups.put("pg", KEY, observed_group())
+    harness.reconcile()
+    assert sorted(n for _, n in harness.calls("create pod")) == ["mnist-worker-0", "mnist-worker-1"]
+    assert harness.calls("create podgroup") == [("create podgroup", "mnist")]
 
 
 def test_no_pod_is_created_when_the_pod_group_api_is_not_served() -> None:

@@ -207,3 +207,51 @@ def test_an_optional_resource_the_server_does_not_serve_is_synced_empty_and_look
     assert synced
     assert records == 0
     assert lists >= 3  # looked for again, never an error backoff
+
+
+def test_an_absent_resource_is_listed_again_at_once_when_told_it_may_be_served(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The operator created a PodGroup: the gang scheduler's CRD was installed after its
+    watch found none, and the watch must not wait for its next recheck to see it."""
+    monkeypatch.setattr("tfjob_operator.watchcache.ABSENT_RECHECK_SECONDS", 3600)
+    installed = False
+    group = {**pod("gang", "gang", 7), "status": {"phase": "Pending"}}
+
+    async def podgroups(request: web.Request) -> web.StreamResponse:
+        if not installed:
+            return web.json_response({"kind": "Status", "code": 404}, status=404)
+        if "watch" in request.query:
+            response = web.StreamResponse()
+            await response.prepare(request)
+            await asyncio.sleep(3600)
+            return response
+        return web.json_response({"items": [group], "metadata": {"resourceVersion": "7"}})
+
+    async def scenario() -> tuple[int, list[str]]:
+        nonlocal installed
+        app = web.Application()
+        app.router.add_get("/apis/scheduling.x-k8s.io/v1alpha1/podgroups", podgroups)
+        async with TestServer(app) as test_server:
+            api = api_of(test_server)
+            resource = Resource("podgroups", "/apis/scheduling.x-k8s.io/v1alpha1", optional=True)
+            store: Store[str] = Store()
+            woken: list[tuple[str, str]] = []
+            watch = Watch(api, resource, None, store, read, woken.append)
+            task = asyncio.create_task(watch.run())
+            await asyncio.wait_for(watch.synced.wait(), 5)
+            before = len(store.keys())
+            installed = True
+            watch.recheck()
+            for _ in range(100):
+                if woken:
+                    break
+                await asyncio.sleep(0.02)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await api.close()
+            return before, store.get(("ml", "gang"))
+
+    before, records = asyncio.run(scenario())
+    assert before == 0
+    assert records == ["Pending"]

@@ -208,9 +208,13 @@ class Controller:
         gangs: GangSchedulers = USUAL_GANG_SCHEDULERS,
         invalid_grace_seconds: float = INVALID_POD_GRACE_SECONDS,
         tensorboard_image: str | None = None,
+        served: Callable[[str], None] = lambda _: None,
     ) -> None:
-        """`tensorboard_image` runs the TensorBoards of jobs that name no image."""
+        """`tensorboard_image` runs the TensorBoards of jobs that name no image. `served`
+        is told the API version of each PodGroup or Workload the operator creates or finds
+        existing: that API is served, and its watch must see it (Watch.recheck)."""
         self.writes = writes
+        self.served = served
         self.tensorboard_image = tensorboard_image
         self.caches = caches
         self.metrics = metrics
@@ -535,6 +539,7 @@ class Controller:
                 message = f"{body['apiVersion']} is not served: {missing} ({message})"
             self._record(job, Event(WARNING, f"FailedCreate{kind}", message))
             raise
+        self.served(body["apiVersion"])
         if made:
             message = f"Created {kind} {name} ({body['apiVersion']}) {created}"
             self._record(job, Event(NORMAL, f"SuccessfulCreate{kind}", message))

@@ -364,7 +364,7 @@ class _Decision:
         refused = self._refused(desired)
         if refused and self._fail_if_refused_for_good(spec, refused[0]):
             return self._plan_with_status(spec)
-        gang_ready = self._plan_pod_group()
+        gang_ready = self._plan_pod_group(spec)
         self._create_missing(spec, configs, desired, current, stale, pods_wait=not gang_ready)
         self._report_progress(spec, desired, current, stale, refused)
         return self._plan_with_status(spec)
@@ -616,12 +616,17 @@ class _Decision:
 
     # -- children -----------------------------------------------------------------------------
 
-    def _plan_pod_group(self) -> bool:
+    def _plan_pod_group(self, spec: JobSpec) -> bool:
         """Creates or updates the gang's PodGroup; False while the pods must wait for it.
 
-        The PodGroup goes before the pods (the controller creates it first), or the
-        scheduler would place them one by one. A PodGroup of the same name owned by an
-        earlier TFJob is going away with it: the pods wait until it has.
+        Pods are created only once the watch shows the PodGroup as the gang wants it. The
+        gang scheduler reads PodGroups from a cache of its own, which an event about them
+        may overtake (scheduler-plugins' Coscheduling does): a pod it sees first is judged
+        against no PodGroup, or the old one, and is parked as unschedulable until some
+        later event or its periodic flush, minutes on. So the PodGroup goes first and the
+        pods follow once it has come back through a watch. No pods are made while the
+        gang is larger than the job: none could be placed. A PodGroup of the same name
+        owned by an earlier TFJob is going away with it: the pods wait until it has.
         """
         gang = self.gang
         if gang is None:
@@ -629,14 +634,14 @@ class _Decision:
         named = [g for g in self.pod_groups if g.api_version == gang.api.api_version]
         own = next((g for g in named if g.owner_uid == self.ref.uid), None)
         if own is None:
-            if named:
-                return False
-            self.plan.create_pod_group = render_pod_group(self.ref, gang)
-            return True
+            if not named:
+                self.plan.create_pod_group = render_pod_group(self.ref, gang)
+            return False
         changed = {k: v for k, v in pod_group_spec(gang).items() if own.spec.get(k) != v}
         if changed:
             self.plan.patch_pod_group = (own, {"spec": changed})
-        return True
+            return False
+        return gang.min_member <= spec.total_replicas
 
     def _release_pod_groups(self) -> None:
         """Deletes the job's PodGroups it no longer needs: all once it has finished or is

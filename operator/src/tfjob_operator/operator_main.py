@@ -176,6 +176,13 @@ async def run_operator(
         pod_groups=Store(),
         tensorboards=Store(),
     )
+    watches: list[Watch[Any]] = []
+
+    def served(api_version: str) -> None:
+        for watch in watches:
+            if watch.resource.group_path == f"/apis/{api_version}":
+                watch.recheck()
+
     controller = Controller(
         Kube(api),
         caches,
@@ -186,10 +193,10 @@ async def run_operator(
         gangs=gangs,
         invalid_grace_seconds=invalid_grace_seconds,
         tensorboard_image=tensorboard_image,
+        served=served,
     )
     gate = _StartGate(controller)
     scopes: list[str | None] = list(namespaces) or [None]
-    watches: list[Watch[Any]] = []
     for scope in scopes:
         watches += [
             Watch(

@@ -17,6 +17,7 @@ objects were deleted while the watch was down.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Callable, Iterable, Mapping
@@ -144,6 +145,7 @@ class Watch(Generic[T]):
         self.changed = changed
         self.restarted = restarted
         self.synced = asyncio.Event()
+        self._maybe_served = asyncio.Event()
         self.path = collection_path(namespace, resource.plural, resource.group_path)
         self.describe = f"{resource.name} in {namespace or 'all namespaces'}"
 
@@ -151,11 +153,13 @@ class Watch(Generic[T]):
         failures = 0
         while True:
             try:
+                self._maybe_served.clear()
                 version = await self._list()
                 self.synced.set()
                 failures = 0
                 if version is None:
-                    await asyncio.sleep(ABSENT_RECHECK_SECONDS)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._maybe_served.wait(), ABSENT_RECHECK_SECONDS)
                     continue
                 await self._watch(version)
                 self.restarted("relist")
@@ -168,6 +172,14 @@ class Watch(Generic[T]):
                     "watch of %s failed (%s); listing again in %.0fs", self.describe, error, delay
                 )
                 await asyncio.sleep(delay)
+
+    def recheck(self) -> None:
+        """The resource may be served now (the operator has just created an object of it):
+        if its last list found it absent, list again at once rather than at the next
+        recheck. A gang scheduler or Kueue installed after the operator started is then
+        seen with the first object the operator makes for it, not up to
+        ABSENT_RECHECK_SECONDS later, while the operator cannot see what it made."""
+        self._maybe_served.set()
 
     def _params(self, **extra: str) -> dict[str, str]:
         params = dict(extra)
