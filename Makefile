@@ -42,7 +42,7 @@ PLATFORMS ?= linux/amd64,linux/arm64
 IMAGES ?= operator,trainer,trainer-gpu
 DIST ?= dist
 
-.PHONY: help env binaries cluster-binaries images test lint format typecheck unit integration e2e demo cluster cluster-down bench chaos e2e-kind crd manifests examples generated-check version release clean
+.PHONY: help env binaries cluster-binaries images test check lint format typecheck unit integration e2e demo cluster cluster-down bench chaos e2e-kind crd manifests examples generated-check version release clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -90,6 +90,8 @@ test: env binaries images lint typecheck ## Everything that runs here: lint, typ
 
 unit: env ## Unit tests only
 	$(PYTEST) -m unit $(PYTEST_ARGS)
+
+check: lint typecheck unit ## What needs no cluster and no build: lint, types, unit tests
 
 integration: env binaries images ## Integration tests (the local cluster)
 	$(PYTEST) -m integration $(PYTEST_ARGS)
