@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from datetime import timedelta
@@ -9,8 +10,15 @@ from typing import Any
 
 import pytest
 
-from tfjob_operator.api import KUBEFLOW, LABEL_TENSORBOARD_DIGEST, LABEL_TENSORBOARD_OF, JobRef
+from tfjob_operator.api import (
+    KUBEFLOW,
+    LABEL_JOB_NAME,
+    LABEL_TENSORBOARD_DIGEST,
+    LABEL_TENSORBOARD_OF,
+    JobRef,
+)
 from tfjob_operator.decide import JobView
+from tfjob_operator.operator_main import child_reader
 from tfjob_operator.spec import parse_spec
 from tfjob_operator.tensorboard import (
     DEFAULT_TTL_SECONDS,
@@ -269,3 +277,38 @@ def test_a_job_that_stops_asking_loses_its_tensorboard() -> None:
     result = plan(view(spec(), STARTED), observed)
     assert sorted(o.kind for o in result.delete) == ["Deployment", "Service"]
     assert result.status is None
+
+
+def test_the_watch_files_a_board_under_the_job_its_label_names() -> None:
+    """operator_main reads TensorBoards' Deployments and Services as it reads pods, by
+    their own label: a job's pod is not a TensorBoard, nor a TensorBoard a job's child."""
+    read = child_reader(functools.partial(observe_board, "Deployment"), LABEL_TENSORBOARD_OF)
+    board = {
+        "metadata": {
+            "name": "mnist-tensorboard",
+            "namespace": "ml",
+            "uid": "uid-board",
+            "labels": {LABEL_TENSORBOARD_OF: "mnist", LABEL_TENSORBOARD_DIGEST: "d1"},
+        },
+        "status": {"availableReplicas": 1},
+    }
+    entry = read(board)
+    assert entry is not None
+    uid, key, record = entry
+    assert (uid, key, record.kind, record.digest, record.available) == (
+        "uid-board",
+        ("ml", "mnist"),
+        "Deployment",
+        "d1",
+        True,
+    )
+    pod = {
+        "metadata": {
+            "name": "p",
+            "namespace": "ml",
+            "uid": "u",
+            "labels": {LABEL_JOB_NAME: "mnist"},
+        }
+    }
+    assert read(pod) is None
+    assert child_reader(lambda body: body)(board) is None

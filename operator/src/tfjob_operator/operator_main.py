@@ -11,6 +11,7 @@ back as a candidate.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import socket
@@ -42,7 +43,7 @@ from .observe import (
     observe_service,
     observe_workload,
 )
-from .tensorboard import BoardObservation, observe_board
+from .tensorboard import observe_board
 from .watchcache import JobKey, Resource, Store, Watch
 
 logger = logging.getLogger(__name__)
@@ -66,31 +67,17 @@ def job_reader(
 
 
 def child_reader(
-    observe: Callable[[Mapping[str, Any]], T],
+    observe: Callable[[Mapping[str, Any]], T], label: str = LABEL_JOB_NAME
 ) -> Callable[[Mapping[str, Any]], tuple[str, JobKey, T] | None]:
-    """Reads a pod or service into its record, filed under the job its label names."""
+    """Reads a child of a job (a pod, a service, a PodGroup, a TensorBoard's Deployment or
+    Service) into its record, filed under the job its `label` names."""
 
     def read(body: Mapping[str, Any]) -> tuple[str, JobKey, T] | None:
         metadata = body["metadata"]
-        job_name = (metadata.get("labels") or {}).get(LABEL_JOB_NAME)
+        job_name = (metadata.get("labels") or {}).get(label)
         if job_name is None:
             return None
         return metadata["uid"], (metadata["namespace"], job_name), observe(body)
-
-    return read
-
-
-def board_reader(
-    kind: str,
-) -> Callable[[Mapping[str, Any]], tuple[str, JobKey, BoardObservation] | None]:
-    """Reads a TensorBoard's Deployment or Service, filed under the job it serves."""
-
-    def read(body: Mapping[str, Any]) -> tuple[str, JobKey, BoardObservation] | None:
-        metadata = body["metadata"]
-        job_name = (metadata.get("labels") or {}).get(LABEL_TENSORBOARD_OF)
-        if job_name is None:
-            return None
-        return metadata["uid"], (metadata["namespace"], job_name), observe_board(kind, body)
 
     return read
 
@@ -246,7 +233,7 @@ async def run_operator(
                 Resource(plural, group_path, LABEL_TENSORBOARD_OF),
                 scope,
                 caches.tensorboards,
-                board_reader(kind),
+                child_reader(functools.partial(observe_board, kind), LABEL_TENSORBOARD_OF),
                 gate.changed,
             )
             for plural, group_path, kind in (
