@@ -364,7 +364,7 @@ class _Decision:
         refused = self._refused(desired)
         if refused and self._fail_if_refused_for_good(spec, refused[0]):
             return self._plan_with_status(spec)
-        gang_ready = self._plan_pod_group(spec)
+        gang_ready = self._plan_pod_group()
         self._create_missing(spec, configs, desired, current, stale, pods_wait=not gang_ready)
         self._report_progress(spec, desired, current, stale, refused)
         return self._plan_with_status(spec)
@@ -616,7 +616,7 @@ class _Decision:
 
     # -- children -----------------------------------------------------------------------------
 
-    def _plan_pod_group(self, spec: JobSpec) -> bool:
+    def _plan_pod_group(self) -> bool:
         """Creates or updates the gang's PodGroup; False while the pods must wait for it.
 
         Pods are created only once the watch shows the PodGroup as the gang wants it. The
@@ -641,7 +641,7 @@ class _Decision:
         if changed:
             self.plan.patch_pod_group = (own, {"spec": changed})
             return False
-        return gang.min_member <= spec.total_replicas
+        return not gang.larger_than_job
 
     def _release_pod_groups(self) -> None:
         """Deletes the job's PodGroups it no longer needs: all once it has finished or is
@@ -779,7 +779,7 @@ class _Decision:
             if current[key].waiting_reason is not None and current[key].active
         ]
         said = next((g.unschedulable for g in self.pod_groups if g.owner_uid == self.ref.uid), None)
-        if self.gang is not None and self.gang.min_member > spec.total_replicas:
+        if self.gang is not None and self.gang.larger_than_job:
             # Accepted under kubeflow.org, as Kubeflow accepts it (tfjob.dev's CRD refuses it).
             reason, series = "GangUnschedulable", "gang"
             message = (

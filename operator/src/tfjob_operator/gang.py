@@ -101,12 +101,19 @@ class Gang:
     scheduler_name: str
     api: PodGroupApi
     min_member: int
+    #: The job's replica count: a kubeflow.org job may ask for a larger gang (min_member).
+    job_replicas: int
     #: Volcano: the pods each replica type needs placed, when the whole job is the gang.
     min_task_member: Mapping[str, int]
     queue: str | None
     priority_class: str | None
     min_resources: Mapping[str, Any] | None
     schedule_timeout_seconds: int | None
+
+    @property
+    def larger_than_job(self) -> bool:
+        """The gang can never be complete: none of its pods could be placed."""
+        return self.min_member > self.job_replicas
 
     def describe(self, job_name: str) -> str:
         return (
@@ -177,6 +184,7 @@ def job_gang(spec: JobSpec, schedulers: GangSchedulers) -> Gang | None:
         scheduler_name=scheduler,
         api=api,
         min_member=min_member,
+        job_replicas=total,
         min_task_member=(
             {t.label: s.replicas for t, s in spec.replica_specs.items() if s.replicas > 0}
             if min_member == total
