@@ -1,1 +1,6 @@
-pytest_plugins = ["tfjob_localcluster.pytest_plugin", "support.fixtures", "support.backends"]
+pytest_plugins = [
+    "tfjob_localcluster.pytest_plugin",
+    "support.fixtures",
+    "support.backends",
+    "support.kueue",
+]

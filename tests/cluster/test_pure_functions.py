@@ -272,15 +272,20 @@ def test_kueue_crds_get_the_conversion_webhooks_its_kustomization_patches_in(
     assert "conversion" not in flavors["spec"]
 
 
-def test_kueue_runs_without_certificate_management_and_only_the_tfjob_integrations() -> None:
-    config = kueue.configuration(9443, 8081, Path("/state/certs"))
+def test_kueue_runs_without_certificate_management_and_both_tfjob_routes() -> None:
+    config = kueue.configuration(9443, 8081, Path("/state/certs"), kubeflow_integration=False)
     assert config["internalCertManagement"] == {"enable": False}
     assert config["webhook"] == {"host": "127.0.0.1", "port": 9443, "certDir": "/state/certs"}
     assert config["integrations"] == {
-        "frameworks": ["kubeflow.org/tfjob"],
-        "externalFrameworks": ["TFJob.v1.tfjob.dev"],
+        "frameworks": ["batch/job"],
+        "externalFrameworks": ["TFJob.v1.tfjob.dev", "TFJob.v1.kubeflow.org"],
     }
     assert config["leaderElection"] == {"leaderElect": False}
+    kept = kueue.configuration(9443, 8081, Path("/state/certs"), kubeflow_integration=True)
+    assert kept["integrations"] == {
+        "frameworks": ["batch/job", "kubeflow.org/tfjob"],
+        "externalFrameworks": ["TFJob.v1.tfjob.dev"],
+    }
 
 
 def test_a_private_run_command_enters_a_mount_namespace_then_this_module() -> None:

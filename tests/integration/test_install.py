@@ -254,6 +254,10 @@ def test_rbac_grants_exactly_what_the_operator_uses(
         ("create", "kueue.x-k8s.io", "workloads"),
         ("patch", "kueue.x-k8s.io", "workloads", "status"),
         ("get", "kueue.x-k8s.io", "resourceflavors"),
+        # A Workload's priority (queueing.py): the classes are read, never changed.
+        ("get", "kueue.x-k8s.io", "workloadpriorityclasses"),
+        ("get", "scheduling.k8s.io", "priorityclasses"),
+        ("list", "scheduling.k8s.io", "priorityclasses"),
         # TensorBoards (tensorboard.py): created, watched, deleted; never changed.
         ("create", "apps", "deployments"),
         ("watch", "apps", "deployments"),
@@ -276,6 +280,8 @@ def test_rbac_grants_exactly_what_the_operator_uses(
         ("update", "scheduling.x-k8s.io", "podgroups"),
         ("update", "kueue.x-k8s.io", "workloads"),
         ("list", "kueue.x-k8s.io", "resourceflavors"),
+        ("update", "kueue.x-k8s.io", "workloadpriorityclasses"),
+        ("create", "scheduling.k8s.io", "priorityclasses"),
     ]:
         assert not can(verb, group, resource, *subresource), (
             f"the operator must not be granted {verb} {resource}.{group} {subresource}"

@@ -1,11 +1,14 @@
-"""Kueue admits the TFJobs of `tfjob-operator run --kubeflow`, of both API groups.
+"""Kueue admits TFJobs of both API groups through the Workloads the operator makes.
 
-The real Kueue (KUEUE_VERSION, built from its Go module) runs beside the local cluster with
-its webhooks (tfjob_localcluster.kueue). A kubeflow.org TFJob labelled with a LocalQueue is
-created suspended by Kueue's webhook, waits while its ClusterQueue lacks quota, and runs
-once admitted, on the nodes and with the tolerations of the flavor it was admitted to. A
-tfjob.dev TFJob does the same through the Workload the operator makes for it (queueing.py),
-and an evicted one stops and is queued again.
+The real Kueue (KUEUE_VERSION, built from its Go module) runs beside the local cluster as its
+default configuration has it now, its Kubeflow integration off, with both APIs' TFJobs as
+external frameworks (support/kueue.py). A TFJob labelled with a LocalQueue gets one Workload,
+made by the operator; it waits, without pods, while its ClusterQueue lacks quota, and runs
+once admitted, on the nodes and with the tolerations of the flavor it was admitted to; an
+evicted or preempted one stops, gives its quota back and runs again once readmitted; its
+priority and its replicas' topology requests reach the Workload, and Kueue's topology
+assignment reaches its pods. test_kueue_kubeflow_integration.py: the same cluster with Kueue's
+own Kubeflow integration on.
 """
 
 from __future__ import annotations
@@ -15,8 +18,26 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.kueue import (
+    KUEUE_API,
+    POOL_LABEL,
+    PRIORITY_LABEL,
+    apply,
+    cluster_queue,
+    delete,
+    flavor,
+    local_queue,
+    made_by_operator,
+    queued_tfjob,
+    suspended,
+    suspended_message,
+    wait_stopped_by_kueue,
+    wait_workload_condition,
+    workload_condition,
+    workload_of,
+)
 from support.operator_process import OperatorProcess
-from support.tfjobs import TFJobs, condition, shell_replica, tfjob
+from support.tfjobs import TFJobs, condition
 
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.kueue import Kueue
@@ -24,36 +45,10 @@ from tfjob_localcluster.pytest_plugin import Kubectl
 
 pytestmark = pytest.mark.integration
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-POOL_LABEL = "tfjob.dev/test-pool"
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
-#: Runs until the test creates /done in the container.
-UNTIL_TOLD = "until [ -e /done ]; do sleep 0.2; done"
-
-
-@pytest.fixture(scope="module")
-def kueue(
-    local_cluster: LocalCluster,
-    kubectl: Kubectl,
-    kubeflow_operator: OperatorProcess,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Kueue]:
-    """Kueue, started after Kubeflow's CRD so that its TFJob integration is on; the node
-    carries the label of the test's flavor."""
-    assert local_cluster.control_plane is not None
-    running = Kueue(
-        local_cluster.kubeconfig,
-        local_cluster.kubectl,
-        local_cluster.control_plane.ca,
-        tmp_path_factory.mktemp("kueue"),
-    )
-    kubectl("label", "node", local_cluster.node_name, f"{POOL_LABEL}=queued", "--overwrite")
-    running.start()
-    try:
-        yield running
-    finally:
-        running.stop()
-        kubectl("label", "node", local_cluster.node_name, f"{POOL_LABEL}-")
+#: The node labels of the topology the TAS test's flavor places pods in.
+BLOCK_LABEL = "tfjob.dev/test-block"
+RACK_LABEL = "tfjob.dev/test-rack"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 @pytest.fixture
@@ -62,140 +57,73 @@ def dev_jobs(kubeflow_operator: OperatorProcess, k8s_client: Any, namespace: str
     return TFJobs(k8s_client, namespace)
 
 
-@pytest.fixture
-def queue(kueue: Kueue, kubectl: Kubectl, namespace: str) -> Iterator[str]:
-    """A LocalQueue in the test's namespace, on a ClusterQueue of 1 CPU whose flavor
-    selects the labelled node and adds a toleration."""
-    flavor = f"{namespace}-flavor"
-    cluster_queue = f"{namespace}-cq"
-    objects: list[dict[str, Any]] = [
-        {
-            "apiVersion": KUEUE_API,
-            "kind": "ResourceFlavor",
-            "metadata": {"name": flavor},
-            "spec": {
-                "nodeLabels": {POOL_LABEL: "queued"},
-                "tolerations": [
-                    {"key": "tfjob.dev/queued", "operator": "Exists", "effect": "NoSchedule"}
-                ],
-            },
-        },
-        {
-            "apiVersion": KUEUE_API,
-            "kind": "ClusterQueue",
-            "metadata": {"name": cluster_queue},
-            "spec": {
-                "namespaceSelector": {},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu"],
-                        "flavors": [
-                            {"name": flavor, "resources": [{"name": "cpu", "nominalQuota": "1"}]}
-                        ],
-                    }
-                ],
-            },
-        },
-        {
-            "apiVersion": KUEUE_API,
-            "kind": "LocalQueue",
-            "metadata": {"name": "team", "namespace": namespace},
-            "spec": {"clusterQueue": cluster_queue},
-        },
-    ]
-    for obj in objects:
-        kubectl("apply", "-f", "-", input=json.dumps(obj))
-    yield "team"
-    kubectl("delete", "clusterqueue", cluster_queue, "--wait=false")
-    kubectl("delete", "resourceflavor", flavor, "--wait=false")
+@pytest.fixture(params=["kubeflow.org/v1", "tfjob.dev/v1"])
+def jobs(request: pytest.FixtureRequest, kubeflow_jobs: TFJobs, dev_jobs: TFJobs) -> TFJobs:
+    """The TFJob helpers of each API group in turn."""
+    return kubeflow_jobs if request.param == "kubeflow.org/v1" else dev_jobs
 
 
-def queued_tfjob(
-    name: str, queue: str, cpu: str, api_version: str = "kubeflow.org/v1"
-) -> dict[str, Any]:
-    worker = shell_replica(UNTIL_TOLD)
-    container = worker["template"]["spec"]["containers"][0]
-    container["resources"] = {"requests": {"cpu": cpu}}
-    body = tfjob(name, {"Worker": worker})
-    body["apiVersion"] = api_version
-    body["metadata"]["labels"] = {QUEUE_LABEL: queue}
-    return body
+def api_version(jobs: TFJobs) -> str:
+    return f"{jobs.group}/v1"
 
 
-def workload_of(kubectl: Kubectl, namespace: str, uid: str) -> dict[str, Any] | None:
-    """The Workload the TFJob of `uid` owns, if any."""
-    found = json.loads(kubectl("get", "workloads", "-n", namespace, "-o", "json").stdout)
-    owned = [
-        w
-        for w in found["items"]
-        if any(r["uid"] == uid for r in w["metadata"].get("ownerReferences") or [])
-    ]
-    return owned[0] if owned else None
-
-
-def workload_condition(workload: dict[str, Any] | None, kind: str) -> str | None:
-    conditions = ((workload or {}).get("status") or {}).get("conditions") or []
-    return next((c["status"] for c in conditions if c["type"] == kind), None)
-
-
-def suspended(job: dict[str, Any]) -> bool:
-    return bool(job["spec"]["runPolicy"].get("suspend"))
-
-
-def suspended_message(job: dict[str, Any]) -> str:
-    held = condition(job, "Suspended")
-    return str(held["message"]) if held and held["status"] == "True" else ""
+def done(kubectl: Kubectl, jobs: TFJobs, pod: str) -> None:
+    kubectl("exec", "-n", jobs.namespace, pod, "--", "touch", "/done")
 
 
 def test_queued_jobs_run_one_after_the_other_within_the_quota(
-    kubeflow_jobs: TFJobs, kubectl: Kubectl, queue: str
+    jobs: TFJobs, kubectl: Kubectl, queue: str
 ) -> None:
-    first = kubeflow_jobs.create(queued_tfjob("first", queue, "600m"))
-    # Kueue's webhook suspends the job at creation; admission resumes it.
-    assert suspended(first)
-    kubeflow_jobs.wait_state("first", "Running", 60)
-    (pod,) = kubeflow_jobs.pods("first")
+    first = jobs.create(queued_tfjob("first", queue, "600m", api_version(jobs)))
+    assert not suspended(first), "no webhook suspends it: the operator holds its pods back"
+    jobs.wait_state("first", "Running", 60)
+    (pod,) = jobs.pods("first")
     assert pod.spec.node_selector == {POOL_LABEL: "queued"}
     assert any(t.key == "tfjob.dev/queued" for t in pod.spec.tolerations or [])
+    assert pod.metadata.labels["kueue.x-k8s.io/podset"] == "worker"
+    workload = workload_of(kubectl, jobs.namespace, first["metadata"]["uid"])
+    assert workload is not None
+    assert made_by_operator(workload)
+    assert pod.metadata.annotations["kueue.x-k8s.io/workload"] == workload["metadata"]["name"]
+    assert workload["spec"]["queueName"] == queue
+    assert [(s["name"], s["count"]) for s in workload["spec"]["podSets"]] == [("worker", 1)]
+    assert workload_condition(workload, "Admitted") == "True"
 
-    kubeflow_jobs.create(queued_tfjob("second", queue, "600m"))
-    waiting = kubeflow_jobs.wait_state("second", "Suspended", 30)
-    assert suspended(waiting)
+    second = jobs.create(queued_tfjob("second", queue, "600m", api_version(jobs)))
+    waiting = jobs.wait_for(
+        "second", lambda job: "Kueue: " in suspended_message(job), "Kueue's reason", 30
+    )
     held = condition(waiting, "Suspended")
     assert held is not None
     assert held["reason"] == "TFJobSuspended"
     assert f"queued in Kueue's LocalQueue {queue}" in held["message"]
-    assert kubeflow_jobs.pods("second") == []
+    assert "quota for cpu" in held["message"]
+    assert jobs.pods("second") == []
 
-    kubectl("exec", "-n", kubeflow_jobs.namespace, "first-worker-0", "--", "touch", "/done")
-    kubeflow_jobs.wait_state("first", "Succeeded", 60)
-    resumed = kubeflow_jobs.wait_state("second", "Running", 60)
-    assert not suspended(resumed)
-    assert condition(resumed, "Suspended")["status"] == "False"  # type: ignore[index]
-    kubectl("exec", "-n", kubeflow_jobs.namespace, "second-worker-0", "--", "touch", "/done")
-    kubeflow_jobs.wait_state("second", "Succeeded", 60)
+    done(kubectl, jobs, "first-worker-0")
+    jobs.wait_state("first", "Succeeded", 60)
+    wait_workload_condition(
+        jobs, kubectl, first, "Finished", "True", "the Workload Finished, its quota given back"
+    )
+    resumed = jobs.wait_state("second", "Running", 60)
+    assert condition(resumed, "Suspended")["reason"] == "TFJobResumed"  # type: ignore[index]
+    done(kubectl, jobs, "second-worker-0")
+    jobs.wait_state("second", "Succeeded", 60)
+    assert workload_of(kubectl, jobs.namespace, second["metadata"]["uid"]) is not None
 
 
 def test_a_job_larger_than_the_quota_never_starts(
     kubeflow_jobs: TFJobs, kubectl: Kubectl, queue: str
 ) -> None:
-    kubeflow_jobs.create(queued_tfjob("huge", queue, "2"))
+    created = kubeflow_jobs.create(queued_tfjob("huge", queue, "2"))
     # The TFJob says why, in Kueue's words, as soon as Kueue has said it.
     waiting = kubeflow_jobs.wait_for(
         "huge", lambda job: "Kueue: " in suspended_message(job), "Kueue's reason", 30
     )
     assert "insufficient quota for cpu" in suspended_message(waiting)
     assert kubeflow_jobs.pods("huge") == []
-    workloads = json.loads(
-        kubectl("get", "workloads", "-n", kubeflow_jobs.namespace, "-o", "json").stdout
-    )["items"]
-    (workload,) = [
-        w
-        for w in workloads
-        if w["metadata"]["ownerReferences"][0]["uid"] == waiting["metadata"]["uid"]
-    ]
-    admitted = {c["type"]: c for c in workload["status"].get("conditions") or []}
-    assert admitted["QuotaReserved"]["status"] == "False"
+    workload = workload_of(kubectl, kubeflow_jobs.namespace, created["metadata"]["uid"])
+    assert workload_condition(workload, "QuotaReserved") == "False"
 
 
 def test_a_job_in_a_queue_that_does_not_exist_says_so(kubeflow_jobs: TFJobs, kueue: Kueue) -> None:
@@ -207,45 +135,7 @@ def test_a_job_in_a_queue_that_does_not_exist_says_so(kubeflow_jobs: TFJobs, kue
     assert kubeflow_jobs.pods("lost") == []
 
 
-def test_tfjob_dev_jobs_queue_through_the_workloads_the_operator_makes(
-    dev_jobs: TFJobs, kubectl: Kubectl, queue: str
-) -> None:
-    first = dev_jobs.create(queued_tfjob("first", queue, "600m", "tfjob.dev/v1"))
-    dev_jobs.wait_state("first", "Running", 60)
-    (pod,) = dev_jobs.pods("first")
-    assert pod.spec.node_selector == {POOL_LABEL: "queued"}
-    assert any(t.key == "tfjob.dev/queued" for t in pod.spec.tolerations or [])
-    workload = workload_of(kubectl, dev_jobs.namespace, first["metadata"]["uid"])
-    assert workload is not None
-    assert workload["spec"]["queueName"] == queue
-    assert [(s["name"], s["count"]) for s in workload["spec"]["podSets"]] == [("worker", 1)]
-    assert workload_condition(workload, "Admitted") == "True"
-
-    second = dev_jobs.create(queued_tfjob("second", queue, "600m", "tfjob.dev/v1"))
-    waiting = dev_jobs.wait_for(
-        "second", lambda job: "Kueue: " in suspended_message(job), "Kueue's reason", 30
-    )
-    assert f"queued in Kueue's LocalQueue {queue}" in suspended_message(waiting)
-    assert "quota for cpu" in suspended_message(waiting)
-    assert dev_jobs.pods("second") == []
-
-    kubectl("exec", "-n", dev_jobs.namespace, "first-worker-0", "--", "touch", "/done")
-    dev_jobs.wait_state("first", "Succeeded", 60)
-    dev_jobs.poll(
-        "first",
-        lambda: workload_of(kubectl, dev_jobs.namespace, first["metadata"]["uid"]),
-        lambda found: workload_condition(found, "Finished") == "True",
-        "the Workload Finished, its quota given back",
-        30,
-    )
-    resumed = dev_jobs.wait_state("second", "Running", 60)
-    assert condition(resumed, "Suspended")["reason"] == "TFJobResumed"  # type: ignore[index]
-    kubectl("exec", "-n", dev_jobs.namespace, "second-worker-0", "--", "touch", "/done")
-    dev_jobs.wait_state("second", "Succeeded", 60)
-    assert workload_of(kubectl, dev_jobs.namespace, second["metadata"]["uid"]) is not None
-
-
-def test_an_evicted_tfjob_dev_job_stops_and_runs_again_when_readmitted(
+def test_an_evicted_job_stops_and_runs_again_when_readmitted(
     dev_jobs: TFJobs, kubectl: Kubectl, queue: str
 ) -> None:
     created = dev_jobs.create(queued_tfjob("evicted", queue, "300m", "tfjob.dev/v1"))
@@ -260,23 +150,142 @@ def test_an_evicted_tfjob_dev_job_stops_and_runs_again_when_readmitted(
 
     # Deactivating the Workload is how Kueue's users take a job out: Kueue evicts it.
     activate(False)
-    stopped = dev_jobs.wait_for(
-        "evicted",
-        lambda job: "Kueue took its admission back" in suspended_message(job),
-        "Suspended after the eviction",
-        30,
-    )
-    assert "Deactivated" in suspended_message(stopped)
-    dev_jobs.wait_pods("evicted", lambda pods: pods == [], "the job's pods deleted")
-    dev_jobs.poll(
-        "evicted",
-        lambda: workload_of(kubectl, dev_jobs.namespace, created["metadata"]["uid"]),
-        lambda found: workload_condition(found, "QuotaReserved") == "False",
-        "the quota given back once the pods were gone",
-        30,
+    wait_stopped_by_kueue(dev_jobs, "evicted", "Deactivated")
+    wait_workload_condition(
+        dev_jobs, kubectl, created, "QuotaReserved", "False", "the quota given back, pods gone"
     )
 
     activate(True)
     dev_jobs.wait_state("evicted", "Running", 60)
-    kubectl("exec", "-n", dev_jobs.namespace, "evicted-worker-0", "--", "touch", "/done")
+    done(kubectl, dev_jobs, "evicted-worker-0")
     dev_jobs.wait_state("evicted", "Succeeded", 60)
+
+
+@pytest.fixture
+def priorities(kueue: Kueue, kubectl: Kubectl, namespace: str) -> Iterator[tuple[str, str, str]]:
+    """A LocalQueue whose ClusterQueue (1 CPU) preempts lower priorities, a
+    WorkloadPriorityClass of 100 and a pods' PriorityClass of 1000."""
+    low, urgent = f"{namespace}-low", f"{namespace}-urgent"
+    made = [
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": low},
+            "value": 100,
+        },
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": urgent},
+            "value": 1000,
+        },
+        flavor(f"{namespace}-flavor", nodeLabels={POOL_LABEL: "queued"}),
+        cluster_queue(
+            f"{namespace}-cq",
+            f"{namespace}-flavor",
+            "1",
+            preemption={"withinClusterQueue": "LowerPriority"},
+        ),
+    ]
+    apply(kubectl, *made, local_queue(namespace, f"{namespace}-cq"))
+    yield "team", low, urgent
+    delete(kubectl, *reversed(made))
+
+
+def test_a_higher_priority_job_preempts_a_lower_one_which_runs_again_after(
+    kubeflow_jobs: TFJobs, kubectl: Kubectl, priorities: tuple[str, str, str]
+) -> None:
+    queue, low, urgent = priorities
+    namespace = kubeflow_jobs.namespace
+    background = kubeflow_jobs.create(
+        queued_tfjob("background", queue, "600m", labels={PRIORITY_LABEL: low})
+    )
+    kubeflow_jobs.wait_state("background", "Running", 60)
+    low_workload = workload_of(kubectl, namespace, background["metadata"]["uid"])
+    assert low_workload is not None
+    assert low_workload["spec"]["priorityClassRef"] == {
+        "group": "kueue.x-k8s.io",
+        "kind": "WorkloadPriorityClass",
+        "name": low,
+    }
+    assert low_workload["spec"]["priority"] == 100
+
+    body = queued_tfjob("urgent", queue, "600m")
+    body["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["priorityClassName"] = urgent
+    pressing = kubeflow_jobs.create(body)
+    wait_stopped_by_kueue(kubeflow_jobs, "background", "Preempted")
+    kubeflow_jobs.wait_state("urgent", "Running", 60)
+    high_workload = workload_of(kubectl, namespace, pressing["metadata"]["uid"])
+    assert high_workload is not None
+    assert high_workload["spec"]["priorityClassRef"]["kind"] == "PriorityClass"
+    assert high_workload["spec"]["priority"] == 1000
+    waiting = kubeflow_jobs.wait_for(
+        "background", lambda job: "Kueue: " in suspended_message(job), "Kueue's reason", 30
+    )
+    assert "quota for cpu" in suspended_message(waiting)
+
+    done(kubectl, kubeflow_jobs, "urgent-worker-0")
+    kubeflow_jobs.wait_state("urgent", "Succeeded", 60)
+    kubeflow_jobs.wait_state("background", "Running", 60)
+    done(kubectl, kubeflow_jobs, "background-worker-0")
+    kubeflow_jobs.wait_state("background", "Succeeded", 60)
+    assert workload_of(kubectl, namespace, background["metadata"]["uid"]) is not None
+
+
+@pytest.fixture
+def topology_queue(
+    kueue: Kueue, kubectl: Kubectl, local_cluster: LocalCluster, namespace: str
+) -> Iterator[str]:
+    """A LocalQueue whose flavor places pods by Kueue's Topology Aware Scheduling, on a
+    topology of blocks, racks and hosts; the node is labelled into block-a, rack-a."""
+    node = local_cluster.node_name
+    levels = [BLOCK_LABEL, RACK_LABEL, HOSTNAME_LABEL]
+    made = [
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "Topology",
+            "metadata": {"name": f"{namespace}-topology"},
+            "spec": {"levels": [{"nodeLabel": label} for label in levels]},
+        },
+        flavor(
+            f"{namespace}-tas",
+            nodeLabels={POOL_LABEL: "queued"},
+            topologyName=f"{namespace}-topology",
+        ),
+        cluster_queue(f"{namespace}-cq", f"{namespace}-tas", "2"),
+    ]
+    kubectl("label", "node", node, f"{BLOCK_LABEL}=block-a", f"{RACK_LABEL}=rack-a", "--overwrite")
+    apply(kubectl, *made, local_queue(namespace, f"{namespace}-cq"))
+    yield "team"
+    delete(kubectl, *reversed(made))
+    kubectl("label", "node", node, f"{BLOCK_LABEL}-", f"{RACK_LABEL}-")
+
+
+def test_a_replicas_topology_request_reaches_the_workload_and_kueues_assignment_the_pods(
+    kubeflow_jobs: TFJobs, kubectl: Kubectl, local_cluster: LocalCluster, topology_queue: str
+) -> None:
+    body = queued_tfjob("placed", topology_queue, "100m", replicas=2)
+    template = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+    template["metadata"] = {"annotations": {"kueue.x-k8s.io/podset-required-topology": RACK_LABEL}}
+    created = kubeflow_jobs.create(body)
+    kubeflow_jobs.wait_state("placed", "Running", 60)
+    workload = workload_of(kubectl, kubeflow_jobs.namespace, created["metadata"]["uid"])
+    assert workload is not None
+    (pod_set,) = workload["spec"]["podSets"]
+    assert pod_set["topologyRequest"] == {
+        "required": RACK_LABEL,
+        "podIndexLabel": "tfjob.dev/replica-index",
+    }
+    (assignment,) = workload["status"]["admission"]["podSetAssignments"]
+    assert assignment["topologyAssignment"]["levels"][-1] == HOSTNAME_LABEL
+    pods = kubeflow_jobs.pods("placed")
+    assert len(pods) == 2
+    for pod in pods:
+        # Created held by Kueue's gate; Kueue lifted it and put the pod on its domain.
+        assert not pod.spec.scheduling_gates
+        assert pod.spec.node_selector[POOL_LABEL] == "queued"
+        assert pod.spec.node_selector[HOSTNAME_LABEL] == local_cluster.node_name
+        assert pod.spec.node_name == local_cluster.node_name
+    done(kubectl, kubeflow_jobs, "placed-worker-0")
+    done(kubectl, kubeflow_jobs, "placed-worker-1")
+    kubeflow_jobs.wait_state("placed", "Succeeded", 60)

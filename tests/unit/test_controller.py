@@ -20,6 +20,7 @@ from tfjob_operator.controller import (
     EXPECTATION_TTL_SECONDS,
     GONE,
     MAX_ERROR_BACKOFF_SECONDS,
+    MISSING_CLASS_RETRY_SECONDS,
     PROGRESS_WRITE_DELAY_SECONDS,
     Caches,
     Controller,
@@ -82,6 +83,10 @@ class FakeWrites:
         self.patched: list[tuple[JobRef, dict[str, Any]]] = []
         #: Kueue's ResourceFlavors, by name.
         self.flavors: dict[str, FlavorObservation] = {}
+        #: The values of WorkloadPriorityClasses and PriorityClasses, by (kind, name), and
+        #: the cluster's default PriorityClass.
+        self.priority_classes: dict[tuple[str, str], int] = {}
+        self.default_priority: tuple[Mapping[str, str] | None, int] = (None, 0)
 
     async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> bool:
         return self._create("pod", body)
@@ -185,6 +190,14 @@ class FakeWrites:
     async def read_resource_flavor(self, name: str) -> FlavorObservation | None:
         self.calls.append(("read flavor", name))
         return self.flavors.get(name)
+
+    async def read_priority(
+        self, ref: Mapping[str, str] | None
+    ) -> tuple[Mapping[str, str] | None, int] | None:
+        if ref is None:
+            return self.default_priority
+        value = self.priority_classes.get((ref["kind"], ref["name"]))
+        return None if value is None else (ref, value)
 
 
 class Harness:
@@ -562,6 +575,7 @@ def admitted_workload(flavor: str) -> WorkloadObservation:
             "metadata": {
                 "name": workload_name(JOB),
                 "uid": "wl-uid",
+                "labels": {"tfjob.dev/controller-uid": JOB.uid},
                 "ownerReferences": [{"kind": "TFJob", "uid": JOB.uid, "controller": True}],
             },
             "spec": {"podSets": [{"name": "chief", "count": 1}, {"name": "worker", "count": 2}]},
@@ -587,7 +601,7 @@ def test_a_queued_job_makes_its_workload_first_and_its_pods_once_admitted() -> N
     assert harness.calls("create pod") == []
     created = next(e for e in harness.writes.events if e["reason"] == "SuccessfulCreateWorkload")
     assert created["message"] == (
-        f"Created Workload {workload_name(JOB)} (kueue.x-k8s.io/v1beta1) in LocalQueue team: "
+        f"Created Workload {workload_name(JOB)} (kueue.x-k8s.io/v1beta2) in LocalQueue team: "
         "the job runs once Kueue admits it"
     )
 
@@ -600,8 +614,47 @@ def test_a_queued_job_makes_its_workload_first_and_its_pods_once_admitted() -> N
     assert sorted(n for _, n in harness.calls("create pod")) == CHILDREN
     pods = [b for k, b in harness.writes.bodies.items() if k.startswith("pod/")]
     assert all(p["spec"]["nodeSelector"] == {"pool": "a100"} for p in pods)
+    assert all(
+        p["metadata"]["annotations"]["kueue.x-k8s.io/workload"] == workload_name(JOB) for p in pods
+    )
+    assert {p["metadata"]["labels"]["kueue.x-k8s.io/podset"] for p in pods} == {"chief", "worker"}
+    assert not any("schedulingGates" in p["spec"] for p in pods), "no topology assignment"
     harness.reconcile()
     assert harness.calls("read flavor") == [("read flavor", "a100")], "read once in its TTL"
+
+
+def test_a_workload_takes_the_priority_its_class_gives_and_waits_for_a_missing_class() -> None:
+    labels = {"kueue.x-k8s.io/queue-name": "team", "kueue.x-k8s.io/priority-class": "high"}
+    harness = Harness()
+    harness.job(version="1", labels=labels)
+    outcome = harness.reconcile()
+    assert harness.calls("create workload") == []
+    (missing,) = [e for e in harness.writes.events if e["reason"] == "FailedCreateWorkload"]
+    assert missing["type"] == "Warning"
+    assert missing["message"].startswith("WorkloadPriorityClass high does not exist")
+    assert outcome == MISSING_CLASS_RETRY_SECONDS
+
+    harness.writes.priority_classes[("WorkloadPriorityClass", "high")] = 1000
+    harness.catch_up()
+    harness.job(str(harness.writes.version), labels=labels)
+    harness.reconcile()
+    spec = harness.writes.bodies[f"workload/{workload_name(JOB)}"]["spec"]
+    assert spec["priorityClassRef"] == {
+        "group": "kueue.x-k8s.io",
+        "kind": "WorkloadPriorityClass",
+        "name": "high",
+    }
+    assert spec["priority"] == 1000
+
+
+def test_a_workload_without_a_class_takes_the_clusters_default_priority() -> None:
+    harness = Harness()
+    default = {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "normal"}
+    harness.writes.default_priority = (default, 7)
+    harness.job(version="1", labels={"kueue.x-k8s.io/queue-name": "team"})
+    harness.reconcile()
+    spec = harness.writes.bodies[f"workload/{workload_name(JOB)}"]["spec"]
+    assert (spec["priorityClassRef"], spec["priority"]) == (default, 7)
 
 
 def test_a_workload_created_tells_its_watch_the_api_is_served() -> None:
@@ -621,7 +674,7 @@ def test_a_workload_created_tells_its_watch_the_api_is_served() -> None:
     harness.job(str(harness.writes.version), labels={"kueue.x-k8s.io/queue-name": "team"})
     harness.reconcile()
     assert len(harness.calls("create workload")) == 2
-    assert served == ["kueue.x-k8s.io/v1beta1"]
+    assert served == ["kueue.x-k8s.io/v1beta2"]
 
 
 def test_a_workload_api_not_served_is_an_event_that_names_kueue() -> None:
@@ -632,7 +685,7 @@ def test_a_workload_api_not_served_is_an_event_that_names_kueue() -> None:
         harness.reconcile_raising()
     (failed,) = [e for e in harness.writes.events if e["reason"] == "FailedCreateWorkload"]
     assert failed["type"] == "Warning"
-    assert failed["message"].startswith("kueue.x-k8s.io/v1beta1 is not served: is Kueue installed?")
+    assert failed["message"].startswith("kueue.x-k8s.io/v1beta2 is not served: is Kueue installed?")
     assert harness.calls("create pod") == []
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from tfjob_operator.api import KUBEFLOW, JobRef
 from tfjob_operator.decide import JobView, Plan, decide
+from tfjob_operator.observe import WorkloadObservation
 from tfjob_operator.refusals import Refusal
 
 from .tfjobs import JOB, NOW, job_view, pod, replica_spec, services
@@ -417,11 +418,13 @@ def test_suspend_deletes_children_and_resume_recreates_them() -> None:
 
 
 def test_a_job_queued_in_kueue_says_so_while_suspended() -> None:
-    """kubeflow.org's route: Kueue's webhook suspended the job (test_queueing.py: ours)."""
+    """Kueue's own Kubeflow integration: its webhook suspended the job and its controller made
+    the Workload (test_queueing.py: the operator's route)."""
     kubeflow = JobRef(JOB.namespace, JOB.name, JOB.uid, KUBEFLOW)
     spec = {**MWMS, "runPolicy": {"suspend": True}}
     queued = JobView(kubeflow, "1", 1, False, spec, {}, "", "team")
-    held = condition(decide(queued, [], [], NOW).status, "Suspended")
+    kueues = WorkloadObservation("tfjob-mnist-1a2b3", "w-uid", "1", 1, JOB.uid, None)
+    held = condition(decide(queued, [], [], NOW, None, [kueues]).status, "Suspended")
     assert held["reason"] == "TFJobSuspended"
     assert held["message"] == (
         "TFJob ml/mnist is suspended: queued in Kueue's LocalQueue team until it is admitted."

@@ -18,7 +18,7 @@ from tfjob_operator.observe import (
     observe_flavor,
     observe_workload,
 )
-from tfjob_operator.queueing import workload_name
+from tfjob_operator.queueing import topology_request, with_priority, workload_name
 
 from .tfjobs import JOB, NOW, pod, replica_spec
 
@@ -48,6 +48,7 @@ def workload(
     *,
     counts: dict[str, int] | None = None,
     flavor: str | None = None,
+    topology: bool = False,
 ) -> WorkloadObservation:
     """A Workload of JOB with `conditions` (type: (status, reason, message)), admitted to
     `flavor` when given."""
@@ -68,7 +69,13 @@ def workload(
         status["admission"] = {
             "clusterQueue": "cq",
             "podSetAssignments": [
-                {"name": name, "flavors": {"cpu": flavor}, "count": n} for name, n in counts.items()
+                {
+                    "name": name,
+                    "flavors": {"cpu": flavor},
+                    "count": n,
+                    **({"topologyAssignment": TOPOLOGY_ASSIGNMENT} if topology else {}),
+                }
+                for name, n in counts.items()
             ],
         }
     return observe_workload(
@@ -78,6 +85,7 @@ def workload(
                 "uid": "wl-uid",
                 "resourceVersion": "7",
                 "generation": 1,
+                "labels": {"tfjob.dev/controller-uid": JOB.uid},
                 "ownerReferences": [{"kind": "TFJob", "uid": JOB.uid, "controller": True}],
             },
             "spec": {"podSets": [{"name": k, "count": n} for k, n in counts.items()]},
@@ -85,6 +93,18 @@ def workload(
         }
     )
 
+
+#: Kueue's v1beta2 topology assignment: every pod on one node.
+TOPOLOGY_ASSIGNMENT = {
+    "levels": ["kubernetes.io/hostname"],
+    "slices": [
+        {
+            "domainCount": 1,
+            "valuesPerLevel": [{"universal": "node-1"}],
+            "podCounts": {"universal": 1},
+        }
+    ],
+}
 
 ADMITTED = {
     "QuotaReserved": ("True", "QuotaReserved", "Quota reserved in ClusterQueue cq"),
@@ -141,6 +161,71 @@ def test_an_admitted_job_creates_its_pods_on_the_flavors_nodes() -> None:
     assert (resumed["status"], resumed["reason"]) == ("False", "TFJobResumed")
 
 
+def test_pods_of_a_topology_assignment_wait_for_kueue_to_place_them() -> None:
+    """Kueue's topology ungater finds the pods by their Workload and pod set, lifts the gate
+    and adds the chosen domain's node labels."""
+    admitted = workload(ADMITTED, flavor="a100", topology=True)
+    plan = decide(queued(), [], [], NOW, None, [admitted], flavors={"a100": FLAVOR})
+    assert len(plan.create_pods) == 3
+    for created in plan.create_pods:
+        assert created["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/topology"}]
+        assert created["metadata"]["annotations"]["kueue.x-k8s.io/workload"] == workload_name(JOB)
+        replica = created["metadata"]["labels"]["tfjob.dev/replica-type"]
+        assert created["metadata"]["labels"]["kueue.x-k8s.io/podset"] == replica
+
+
+def test_a_workloads_priority_class_is_kueues_choice_for_its_own_jobs() -> None:
+    named = JobView(JOB, "1", 1, False, SPEC, {}, "", "team", priority_class="high")
+    body = decide(named, [], [], NOW).create_workload
+    assert body is not None
+    assert body["spec"]["priorityClassRef"] == {
+        "group": "kueue.x-k8s.io",
+        "kind": "WorkloadPriorityClass",
+        "name": "high",
+    }
+    urgent = replica_spec(1)
+    urgent["template"]["spec"]["priorityClassName"] = "urgent"
+    pods_class = {"tfReplicaSpecs": {"Worker": urgent}}
+    body = decide(queued(spec=pods_class), [], [], NOW).create_workload
+    assert body is not None
+    assert body["spec"]["priorityClassRef"] == {
+        "group": "scheduling.k8s.io",
+        "kind": "PriorityClass",
+        "name": "urgent",
+    }
+    body = decide(queued(), [], [], NOW).create_workload
+    assert body is not None
+    assert "priorityClassRef" not in body["spec"], "the cluster's default, read by the controller"
+    valued = with_priority(body, (None, 0))
+    assert valued["spec"]["priority"] == 0
+    assert "priorityClassRef" not in valued["spec"]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "request_"),
+    [
+        ({}, {}),
+        ({"kueue.x-k8s.io/podset-required-topology": "rack"}, {"required": "rack"}),
+        ({"kueue.x-k8s.io/podset-preferred-topology": "block"}, {"preferred": "block"}),
+        ({"kueue.x-k8s.io/podset-unconstrained-topology": "true"}, {"unconstrained": True}),
+        ({"kueue.x-k8s.io/podset-unconstrained-topology": "maybe"}, {}),
+        (
+            {
+                "kueue.x-k8s.io/podset-required-topology": "block",
+                "kueue.x-k8s.io/podset-slice-required-topology": "rack",
+                "kueue.x-k8s.io/podset-slice-size": "2",
+            },
+            {"required": "block", "podSetSliceRequiredTopology": "rack", "podSetSliceSize": 2},
+        ),
+    ],
+)
+def test_a_pod_sets_topology_request_is_read_from_its_template_annotations(
+    annotations: dict[str, str], request_: dict[str, Any]
+) -> None:
+    template = {"metadata": {"annotations": annotations}, "spec": {"containers": []}}
+    assert topology_request(template) == {"podIndexLabel": "tfjob.dev/replica-index", **request_}
+
+
 def test_an_admission_whose_flavor_cannot_be_read_waits_and_says_so() -> None:
     plan = decide(queued(), [], [], NOW, None, [workload(ADMITTED, flavor="gone")], flavors={})
     assert plan.create_pods == []
@@ -184,6 +269,21 @@ def test_an_evicted_job_stops_then_gives_its_quota_back() -> None:
     assert written["Admitted"]["lastTransitionTime"] == NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert stopped.create_pods == []
 
+    # Quota given back, Evicted still True until Kueue admits it again: queued as any job.
+    requeued = workload(
+        {
+            "Evicted": ("True", "Preempted", "Preempted to accommodate a workload"),
+            "QuotaReserved": ("False", "Pending", "insufficient quota for cpu"),
+        }
+    )
+    waiting = decide(queued(stopped.status), [], [], NOW, None, [requeued])
+    assert waiting.patch_workload_status is None
+    assert waiting.create_pods == []
+    assert suspended(waiting)["message"] == (
+        "TFJob ml/mnist is suspended: queued in Kueue's LocalQueue team until it is admitted. "
+        "Kueue: insufficient quota for cpu"
+    )
+
 
 def test_a_finished_job_marks_its_workload_finished() -> None:
     status = {
@@ -218,11 +318,26 @@ def test_suspending_a_queued_job_leaves_the_queue() -> None:
     assert suspended(plan)["message"] == "TFJob ml/mnist is suspended."
 
 
-def test_a_kubeflow_job_is_left_to_kueues_own_integration() -> None:
+def test_a_kubeflow_job_queues_through_the_operators_workload() -> None:
+    """Kueue without its Kubeflow integration (its default): the operator is the job's
+    controller, as for tfjob.dev's."""
     kubeflow = JobRef(JOB.namespace, JOB.name, JOB.uid, KUBEFLOW)
     plan = decide(queued(ref=kubeflow), [], [], NOW)
+    assert plan.create_workload is not None
+    assert plan.create_workload["metadata"]["labels"]["tfjob.dev/controller-uid"] == JOB.uid
+    assert plan.create_pods == []
+
+
+def test_a_kubeflow_job_kueue_made_a_workload_for_is_left_to_kueue() -> None:
+    """Kueue's own Kubeflow integration on: it suspended the job, made its Workload and
+    resumed it; the operator makes none, and runs the pods."""
+    kubeflow = JobRef(JOB.namespace, JOB.name, JOB.uid, KUBEFLOW)
+    kueues = WorkloadObservation("tfjob-mnist-1a2b3", "w-uid", "1", 1, JOB.uid, None)
+    plan = decide(queued(ref=kubeflow), [], [], NOW, None, [kueues])
     assert plan.create_workload is None
-    assert len(plan.create_pods) == 3, "Kueue's webhook suspends it, not the operator"
+    assert len(plan.create_pods) == 3
+    paused = queued(ref=kubeflow, spec={**SPEC, "runPolicy": {"suspend": True}})
+    assert decide(paused, [], [], NOW, None, [kueues]).delete_workloads == [], "Kueue's own"
 
 
 def test_a_flavor_is_read_with_its_node_labels_and_tolerations() -> None:

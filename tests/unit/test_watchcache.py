@@ -189,10 +189,10 @@ def test_an_optional_resource_the_server_does_not_serve_is_synced_empty_and_look
 
     async def scenario() -> tuple[bool, int]:
         app = web.Application()
-        app.router.add_get("/apis/kueue.x-k8s.io/v1beta1/workloads", absent)
+        app.router.add_get("/apis/kueue.x-k8s.io/v1beta2/workloads", absent)
         async with TestServer(app) as test_server:
             api = api_of(test_server)
-            resource = Resource("workloads", "/apis/kueue.x-k8s.io/v1beta1", optional=True)
+            resource = Resource("workloads", "/apis/kueue.x-k8s.io/v1beta2", optional=True)
             store: Store[str] = Store()
             watch = Watch(api, resource, None, store, read, lambda _: None)
             task = asyncio.create_task(watch.run())

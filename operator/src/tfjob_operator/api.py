@@ -50,11 +50,27 @@ TENSORBOARD_ANNOTATION: Final = "tfjob.dev/tensorboard"
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 #: Kueue's label naming the LocalQueue a job waits in; Kueue suspends and resumes the job.
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
-#: Kueue's Workloads (v1beta1: served by every Kueue release since 0.5) and the label
-#: Kueue puts on those it makes for a job.
-KUEUE_API_VERSION: Final = "kueue.x-k8s.io/v1beta1"
+#: Kueue's API (v1beta2: served since Kueue 0.15, its storage version in 0.19) and the
+#: label Kueue puts on the Workloads made for a job.
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+KUEUE_API_VERSION: Final = f"{KUEUE_GROUP}/v1beta2"
 KUEUE_WORKLOADS_PATH: Final = f"/apis/{KUEUE_API_VERSION}"
 KUEUE_JOB_UID_LABEL: Final = "kueue.x-k8s.io/job-uid"
+#: The WorkloadPriorityClass a job names for its Workload (Kueue's label, on the job).
+KUEUE_PRIORITY_CLASS_LABEL: Final = "kueue.x-k8s.io/priority-class"
+#: What Kueue's job integrations put on an admitted job's pods: the pod set (label), the
+#: Workload (annotation), and, for a topology assignment, the scheduling gate Kueue's
+#: topology ungater lifts once it has chosen each pod's domain.
+KUEUE_POD_SET_LABEL: Final = "kueue.x-k8s.io/podset"
+KUEUE_WORKLOAD_ANNOTATION: Final = "kueue.x-k8s.io/workload"
+KUEUE_TOPOLOGY_GATE: Final = "kueue.x-k8s.io/topology"
+#: The pod-set topology annotations users put on replica templates, as Kueue reads them
+#: for its own jobs.
+KUEUE_REQUIRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PREFERRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-preferred-topology"
+KUEUE_UNCONSTRAINED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
+KUEUE_SLICE_REQUIRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-slice-required-topology"
+KUEUE_SLICE_SIZE: Final = "kueue.x-k8s.io/podset-slice-size"
 
 #: Exit code of TensorFlow's PreemptionCheckpointHandler (and of tfjob-train for a lost peer).
 PREEMPTION_EXIT_CODE: Final = 42

@@ -41,6 +41,7 @@ from .observe import (
     WorkloadObservation,
     replica_from_labels,
 )
+from .queueing import with_priority
 from .refusals import Refusal, Refusals
 from .spec import JobSpec
 from .status import StatusWrite
@@ -64,6 +65,8 @@ CLEANUP_RETRY_SECONDS: Final = 5.0
 PROGRESS_WRITE_DELAY_SECONDS: Final = 2.0
 #: A ResourceFlavor read for an admission is read again after this long.
 FLAVOR_TTL_SECONDS: Final = 30.0
+#: A job whose Workload names a priority class that does not exist looks again this often.
+MISSING_CLASS_RETRY_SECONDS: Final = 10.0
 
 
 class Writes(Protocol):
@@ -97,8 +100,12 @@ class Writes(Protocol):
     async def patch_workload_status(
         self, namespace: str, workload: WorkloadObservation, patch: Mapping[str, Any]
     ) -> None: ...
-    #: The one read the watches do not cover: the ResourceFlavors an admission names.
+    #: The reads the watches do not cover: the ResourceFlavors an admission names, and the
+    #: priority of a Workload about to be made.
     async def read_resource_flavor(self, name: str) -> FlavorObservation | None: ...
+    async def read_priority(
+        self, ref: Mapping[str, str] | None
+    ) -> tuple[Mapping[str, str] | None, int] | None: ...
 
 
 class Clock(Protocol):
@@ -445,9 +452,23 @@ class Controller:
             await self.writes.patch_workload_status(namespace, workload, patch)
         body = plan.create_workload
         if body is not None:
+            ref = body["spec"].get("priorityClassRef")
+            priority = await self.writes.read_priority(ref)
+            if priority is None:
+                assert ref is not None
+                message = (
+                    f"{ref['kind']} {ref['name']} does not exist: the job's Workload is made "
+                    "once it does"
+                )
+                self._record(job, Event(WARNING, "FailedCreateWorkload", message))
+                wait = MISSING_CLASS_RETRY_SECONDS
+                plan.requeue_after = (
+                    wait if plan.requeue_after is None else min(plan.requeue_after, wait)
+                )
+                return
             await self._create_prerequisite(
                 job,
-                body,
+                with_priority(body, priority),
                 self.writes.create_workload,
                 missing="is Kueue installed? The job waits for its Workload",
                 created=(

@@ -24,7 +24,15 @@ from typing import Any
 
 from . import conditions as cond
 from . import status as status_of
-from .api import KUEUE_QUEUE_LABEL, TFJOB_DEV, ConditionType, JobRef, ReplicaType, TFJobApi
+from .api import (
+    KUEUE_PRIORITY_CLASS_LABEL,
+    KUEUE_QUEUE_LABEL,
+    TFJOB_DEV,
+    ConditionType,
+    JobRef,
+    ReplicaType,
+    TFJobApi,
+)
 from .api import CleanPodPolicy as Clean
 from .events import NORMAL, WARNING, Event
 from .failure_policy import is_retryable, past_backoff_limit, restart_group
@@ -75,15 +83,19 @@ class JobView:
     created: str = ""
     #: The Kueue LocalQueue the job is queued in (KUEUE_QUEUE_LABEL), if any.
     queue: str | None = None
+    #: The WorkloadPriorityClass its Workload takes (KUEUE_PRIORITY_CLASS_LABEL), if any.
+    priority_class: str | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any], api: TFJobApi = TFJOB_DEV) -> JobView:
         metadata = body.get("metadata") or {}
+        labels = metadata.get("labels") or {}
         return cls(
             ref=JobRef(metadata["namespace"], metadata["name"], metadata["uid"], api),
             created=str(metadata.get("creationTimestamp") or ""),
-            queue=(metadata.get("labels") or {}).get(KUEUE_QUEUE_LABEL),
+            queue=labels.get(KUEUE_QUEUE_LABEL),
+            priority_class=labels.get(KUEUE_PRIORITY_CLASS_LABEL),
             annotations=metadata.get("annotations") or {},
             resource_version=str(metadata.get("resourceVersion") or ""),
             generation=int(metadata.get("generation") or 0),
@@ -531,9 +543,13 @@ class _Decision:
 
     @property
     def _queued_here(self) -> bool:
-        """Queued in Kueue with this operator as its job controller: a tfjob.dev job (Kueue's
-        own integration runs kubeflow.org's, suspending and resuming them itself)."""
-        return self.job.queue is not None and self.ref.api is TFJOB_DEV
+        """Queued in Kueue with this operator as its job controller: a tfjob.dev job, or a
+        kubeflow.org job unless Kueue's own Kubeflow integration made it a Workload (where a
+        cluster enables it, Kueue suspends the job at creation, makes its Workload and
+        resumes it; the operator then leaves the job's admission to Kueue)."""
+        if self.job.queue is None:
+            return False
+        return self.ref.api is TFJOB_DEV or all(w.made_here for w in self.workloads)
 
     def _admitted(self, spec: JobSpec) -> bool:
         """Whether the job's pods may exist: its Workload is admitted, and was not evicted.
@@ -545,7 +561,9 @@ class _Decision:
         workload = self.workloads[0] if self.workloads else None
         if workload is None:
             if not self.pods:
-                self.plan.create_workload = render_workload(self.ref, spec, self.job.queue)
+                self.plan.create_workload = render_workload(
+                    self.ref, spec, self.job.queue, self.job.priority_class
+                )
             return False
         if workload.finished:
             self.not_admitted = f"its Workload {workload.name} has finished: it cannot run again"
@@ -553,9 +571,11 @@ class _Decision:
         if dict(workload.pod_sets) != pod_sets(spec):
             self._drop_workloads("the replicas changed")
             return False
-        if workload.evicted is not None:
+        if workload.evicted is not None and workload.quota_reserved:
+            # Stopping; once the pods are gone, the quota goes back and the job is queued
+            # again (Kueue's next admission clears Evicted), waiting as any queued job.
             self.evicted = ": ".join(part for part in workload.evicted if part)
-            if not self.pods and workload.quota_reserved:
+            if not self.pods:
                 self.plan.patch_workload_status = (
                     workload,
                     released_status(workload, self.now_text),

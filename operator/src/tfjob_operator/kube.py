@@ -36,6 +36,7 @@ from .errors import ApiError
 from .limits import MAX_IN_FLIGHT
 from .metrics import Metrics
 from .observe import FlavorObservation, PodGroupObservation, WorkloadObservation, observe_flavor
+from .queueing import pod_priority_class
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,11 @@ JSON: Final = "application/json"
 MERGE_PATCH: Final = "application/merge-patch+json"
 #: Deployments' group and version (TensorBoards, tensorboard.py).
 APPS: Final = "/apis/apps/v1"
+#: Where the classes a Kueue Workload's priority comes from are read, by kind.
+PRIORITY_CLASSES: Final = {
+    "WorkloadPriorityClass": f"{KUEUE_WORKLOADS_PATH}/workloadpriorityclasses",
+    "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
+}
 #: The longest a single write may take before it counts as failed.
 WRITE_TIMEOUT_SECONDS: Final = 30.0
 
@@ -356,6 +362,33 @@ class Kube:
             return None
         raise_for(status, f"get resourceflavor {name}", payload)
         return observe_flavor(orjson.loads(payload))
+
+    async def read_priority(
+        self, ref: Mapping[str, str] | None
+    ) -> tuple[Mapping[str, str] | None, int] | None:
+        """A Workload's priority as Kueue computes it for the jobs it makes Workloads for:
+        the value of the class `ref` names (a WorkloadPriorityClass or a PriorityClass), or
+        with none named, the cluster's default PriorityClass (the lowest marked
+        globalDefault), else no class and 0. None if the class named does not exist. A
+        class the operator may not read (a namespaced install) counts 0."""
+        if ref is not None:
+            path = f"{PRIORITY_CLASSES[ref['kind']]}/{ref['name']}"
+            status, payload = await self.api.send("GET", path)
+            if status == 404:
+                return None
+            if status == 403:
+                return ref, 0
+            raise_for(status, f"get {ref['kind']} {ref['name']}", payload)
+            return ref, int(orjson.loads(payload).get("value") or 0)
+        status, payload = await self.api.send("GET", PRIORITY_CLASSES["PriorityClass"])
+        if status == 403:
+            return None, 0
+        raise_for(status, "list priorityclasses", payload)
+        defaults = [c for c in orjson.loads(payload)["items"] if c.get("globalDefault")]
+        if not defaults:
+            return None, 0
+        lowest = min(defaults, key=lambda c: int(c.get("value") or 0))
+        return pod_priority_class(str(lowest["metadata"]["name"])), int(lowest.get("value") or 0)
 
     async def delete_collection(
         self, namespace: str, plural: str, job_uid: str, keep: Collection[str]

@@ -129,7 +129,11 @@ class WorkloadObservation:
     pod_sets: Mapping[str, int] = field(default_factory=dict)
     #: The ResourceFlavors each pod set was admitted to.
     flavors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: The pod sets admitted with a topology assignment (Kueue places their pods).
+    topology_assigned: frozenset[str] = frozenset()
     conditions: tuple[Mapping[str, Any], ...] = ()
+    #: Made by the operator (queueing.py), not by Kueue's own integration of the job's API.
+    made_here: bool = False
 
 
 def observe_workload(body: Mapping[str, Any]) -> WorkloadObservation:
@@ -163,7 +167,11 @@ def observe_workload(body: Mapping[str, Any]) -> WorkloadObservation:
             str(a["name"]): tuple(sorted(set((a.get("flavors") or {}).values())))
             for a in assignments
         },
+        topology_assigned=frozenset(
+            str(a["name"]) for a in assignments if a.get("topologyAssignment")
+        ),
         conditions=tuple(status.get("conditions") or ()),
+        made_here=LABEL_CONTROLLER_UID in (metadata.get("labels") or {}),
     )
 
 

@@ -1,16 +1,25 @@
-"""Kueue admission of tfjob.dev TFJobs: for them, the operator is Kueue's job controller.
+"""Kueue admission of TFJobs with the operator as Kueue's job controller.
 
-Kueue's own TFJob integration is compiled against kubeflow.org/v1: its webhook suspends
-such a job at creation, its controller makes the job's Workload and unsuspends the job once
-Kueue admits it. Kueue leaves jobs of other APIs to the controller that runs them (its
-`integrations.externalFrameworks`, here `TFJob.v1.tfjob.dev`), and that controller does the
-same work through the Workload: for a tfjob.dev TFJob labelled `kueue.x-k8s.io/queue-name`,
+Kueue runs the jobs of its own integrations itself, and leaves the others to the controller
+that runs them (its `integrations.externalFrameworks`), which does the same work through
+the Workload. tfjob.dev's TFJobs are always such jobs (`TFJob.v1.tfjob.dev`). kubeflow.org's
+are too since Kueue stopped enabling its `kubeflow.org/tfjob` integration by default
+(`TFJob.v1.kubeflow.org`); where a cluster still enables it, Kueue suspends the job at
+creation and makes its Workload, and the operator sees that Workload and leaves the job to
+Kueue (`made_here`), so a job never has two. For a TFJob labelled `kueue.x-k8s.io/queue-name`
+on the operator's route,
 
-- the Workload is made from the spec (one pod set per replica type) and owned by the job;
+- the Workload is made from the spec (one pod set per replica type) and owned by the job,
+  with the priority Kueue gives its own jobs (the WorkloadPriorityClass the job's
+  `kueue.x-k8s.io/priority-class` label names, else the pods' priorityClassName, else the
+  cluster's default PriorityClass) and each pod set's topology request (the replica
+  template's `kueue.x-k8s.io/podset-*-topology` annotations);
 - no pod is created until Kueue admits the Workload; the job reports Suspended meanwhile,
   with Kueue's reason;
 - the pods are created with the node labels and tolerations of the ResourceFlavors their
-  pod set was admitted to, as Kueue's own integrations place them;
+  pod set was admitted to, as Kueue's own integrations place them, and, for a pod set
+  admitted with a topology assignment, held by Kueue's topology scheduling gate, which
+  Kueue lifts once it has put each pod in its domain;
 - an evicted Workload (preempted, deactivated) stops the job, and once none of its pods is
   left, the operator gives the quota back (QuotaReserved=False), so that Kueue queues it
   again;
@@ -26,13 +35,23 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from .api import (
     KUEUE_API_VERSION,
+    KUEUE_GROUP,
     KUEUE_JOB_UID_LABEL,
+    KUEUE_POD_SET_LABEL,
+    KUEUE_PREFERRED_TOPOLOGY,
+    KUEUE_REQUIRED_TOPOLOGY,
+    KUEUE_SLICE_REQUIRED_TOPOLOGY,
+    KUEUE_SLICE_SIZE,
+    KUEUE_TOPOLOGY_GATE,
+    KUEUE_UNCONSTRAINED_TOPOLOGY,
+    KUEUE_WORKLOAD_ANNOTATION,
     LABEL_CONTROLLER_UID,
     LABEL_JOB_NAME,
+    LABEL_REPLICA_INDEX,
     JobRef,
 )
 from .observe import FlavorObservation, WorkloadObservation
@@ -52,9 +71,74 @@ def pod_sets(spec: JobSpec) -> dict[str, int]:
     return {t.label: s.replicas for t, s in spec.replica_specs.items() if s.replicas > 0}
 
 
-def render_workload(job: JobRef, spec: JobSpec, queue: str) -> dict[str, Any]:
+#: Go's strconv.ParseBool, which Kueue reads the unconstrained-topology annotation with.
+_BOOLEANS: Final = {
+    **dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+    **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False),
+}
+
+
+def workload_priority_class(name: str) -> dict[str, str]:
+    """A Workload's `priorityClassRef` to a WorkloadPriorityClass."""
+    return {"group": KUEUE_GROUP, "kind": "WorkloadPriorityClass", "name": name}
+
+
+def pod_priority_class(name: str) -> dict[str, str]:
+    """A Workload's `priorityClassRef` to a pods' PriorityClass."""
+    return {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": name}
+
+
+def priority_class(priority_label: str | None, spec: JobSpec) -> dict[str, str] | None:
+    """The class the Workload's priority comes from, as Kueue picks it for its own jobs: the
+    WorkloadPriorityClass the job names, else the first replica's pod priorityClassName;
+    None leaves it to the cluster's default PriorityClass (the controller reads it)."""
+    if priority_label:
+        return workload_priority_class(priority_label)
+    for replica in spec.replica_specs.values():
+        name = (replica.template.get("spec") or {}).get("priorityClassName")
+        if name:
+            return pod_priority_class(str(name))
+    return None
+
+
+def with_priority(
+    workload: Mapping[str, Any], found: tuple[Mapping[str, str] | None, int]
+) -> dict[str, Any]:
+    """The Workload with the priority its class gives (read by the controller, as Kueue
+    reads it when it makes a Workload): `priorityClassRef` and `priority`."""
+    ref, value = found
+    spec = {k: v for k, v in workload["spec"].items() if k != "priorityClassRef"}
+    if ref is not None:
+        spec["priorityClassRef"] = dict(ref)
+    return {**workload, "spec": {**spec, "priority": value}}
+
+
+def topology_request(template: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod set's topology request from its replica template's annotations, read as Kueue
+    reads them for its own jobs; the pod index label lets Kueue's topology assignment
+    keep neighbouring replica indexes in neighbouring domains."""
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    request: dict[str, Any] = {"podIndexLabel": LABEL_REPLICA_INDEX}
+    if KUEUE_REQUIRED_TOPOLOGY in annotations:
+        request["required"] = annotations[KUEUE_REQUIRED_TOPOLOGY]
+    elif KUEUE_PREFERRED_TOPOLOGY in annotations:
+        request["preferred"] = annotations[KUEUE_PREFERRED_TOPOLOGY]
+    elif annotations.get(KUEUE_UNCONSTRAINED_TOPOLOGY) in _BOOLEANS:
+        request["unconstrained"] = _BOOLEANS[annotations[KUEUE_UNCONSTRAINED_TOPOLOGY]]
+    slice_size = str(annotations.get(KUEUE_SLICE_SIZE, ""))
+    if KUEUE_SLICE_REQUIRED_TOPOLOGY in annotations and slice_size.isdigit():
+        request["podSetSliceRequiredTopology"] = annotations[KUEUE_SLICE_REQUIRED_TOPOLOGY]
+        request["podSetSliceSize"] = int(slice_size)
+    return request
+
+
+def render_workload(
+    job: JobRef, spec: JobSpec, queue: str, priority_label: str | None = None
+) -> dict[str, Any]:
     """The Workload Kueue admits the job by; its pod templates are the replicas' own, whose
-    container requests Kueue counts against the ClusterQueue's quota."""
+    container requests Kueue counts against the ClusterQueue's quota. Its priority is
+    named (`priorityClassRef`), and its value read by the controller (`with_priority`)."""
+    ref = priority_class(priority_label, spec)
     return {
         "apiVersion": KUEUE_API_VERSION,
         "kind": "Workload",
@@ -70,8 +154,14 @@ def render_workload(job: JobRef, spec: JobSpec, queue: str) -> dict[str, Any]:
         },
         "spec": {
             "queueName": queue,
+            **({"priorityClassRef": ref} if ref else {}),
             "podSets": [
-                {"name": t.label, "count": s.replicas, "template": dict(s.template)}
+                {
+                    "name": t.label,
+                    "count": s.replicas,
+                    "template": dict(s.template),
+                    "topologyRequest": topology_request(s.template),
+                }
                 for t, s in spec.replica_specs.items()
                 if s.replicas > 0
             ],
@@ -81,10 +171,14 @@ def render_workload(job: JobRef, spec: JobSpec, queue: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Placement:
-    """What an admission adds to the pods of one pod set."""
+    """What an admission adds to the pods of one pod set: where the flavors put them, the
+    names Kueue finds them by, and whether Kueue's topology assignment places them."""
 
     node_selector: Mapping[str, str]
     tolerations: tuple[Mapping[str, Any], ...]
+    workload: str
+    pod_set: str
+    topology: bool = False
 
 
 def placements(
@@ -105,13 +199,27 @@ def placements(
         for name in names:
             node_selector.update(flavors[name].node_labels)
             tolerations += [t for t in flavors[name].tolerations if t not in tolerations]
-        out[pod_set] = Placement(node_selector, tuple(tolerations))
+        out[pod_set] = Placement(
+            node_selector,
+            tuple(tolerations),
+            workload.name,
+            pod_set,
+            pod_set in workload.topology_assigned,
+        )
     return out
 
 
 def place(pod: dict[str, Any], placement: Placement) -> None:
-    """Adds the admission's node selector and tolerations to a pod being rendered."""
+    """Adds the admission's node selector, tolerations, Kueue's names and, for a topology
+    assignment, Kueue's scheduling gate to a pod being rendered."""
+    metadata = pod["metadata"]
+    metadata["labels"] = {**(metadata.get("labels") or {}), KUEUE_POD_SET_LABEL: placement.pod_set}
+    annotations = {**(metadata.get("annotations") or {})}
+    metadata["annotations"] = {**annotations, KUEUE_WORKLOAD_ANNOTATION: placement.workload}
     spec = pod["spec"]
+    if placement.topology:
+        gates = spec.get("schedulingGates") or []
+        spec["schedulingGates"] = [*gates, {"name": KUEUE_TOPOLOGY_GATE}]
     if placement.node_selector:
         spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **placement.node_selector}
     if placement.tolerations:

@@ -5,10 +5,14 @@ builds (KUEUE_VERSION). What Kueue's manifests deploy in a cluster comes from th
 module: its CRDs (config/components/crd/bases) and its webhooks
 (config/components/webhook/manifests.yaml), and the conversion webhooks its kustomization
 patches into some CRDs (their objects are stored as v1beta1 and served as v1beta2 too).
-The webhooks kept are those of Kueue's own objects and of the integrations it runs here
-(Kubeflow's TFJob; tfjob.dev's TFJob is an external framework, whose Workloads the operator
-makes, and has no webhook); they call the process at https://127.0.0.1:<port> with a certificate
-of the cluster's CA, since no Service fronts it.
+Kueue runs as its default configuration has it since v0.17, its Kubeflow integration off:
+both APIs' TFJobs are external frameworks, whose Workloads the operator makes; or, for the
+tests of clusters that keep it on, with `kubeflow.org/tfjob` among its integrations (then
+Kueue makes the Workloads of kubeflow.org's TFJobs). Kueue refuses a configuration naming a
+job type both ways. The webhooks kept are those of Kueue's own objects and of Kubeflow's TFJob,
+as its manifests install them whether the integration is on or not (off, Kueue answers them
+with a no-op); they call the process at https://127.0.0.1:<port> with a certificate of the
+cluster's CA, since no Service fronts it.
 So Kueue's own certificate management, which expects that Service, is off, and so is its
 visibility API server, which nothing here registers. Without its certificate management,
 Kueue reads a metrics certificate from /etc/kueue/metrics/certs even when it serves no
@@ -39,11 +43,16 @@ from tfjob_localcluster.pki import CertificateAuthority
 
 MODULE = "sigs.k8s.io/kueue"
 NAMESPACE = "kueue-system"
-#: Kueue's names for the integrations it runs here, and the resources their webhooks see.
-FRAMEWORKS = {"kubeflow.org/tfjob": "tfjobs"}
-#: Jobs whose own controller is Kueue's job controller for them: tfjob.dev's TFJobs, whose
-#: Workloads the operator makes (operator/src/tfjob_operator/queueing.py).
-EXTERNAL_FRAMEWORKS = ["TFJob.v1.tfjob.dev"]
+#: Kueue's name for its Kubeflow TFJob integration, and the resources its webhooks see.
+KUBEFLOW_INTEGRATION = "kubeflow.org/tfjob"
+#: The integration Kueue enables when it is given none (and its default configuration's
+#: first): named, so that the list is never empty.
+BATCH_JOB_INTEGRATION = "batch/job"
+WEBHOOK_RESOURCES = ("tfjobs",)
+#: Jobs whose own controller is Kueue's job controller for them: TFJobs, whose Workloads
+#: the operator makes (operator/src/tfjob_operator/queueing.py).
+TFJOB_DEV_FRAMEWORK = "TFJob.v1.tfjob.dev"
+KUBEFLOW_FRAMEWORK = "TFJob.v1.kubeflow.org"
 KUEUE_GROUP = "kueue.x-k8s.io"
 WEBHOOK_MANIFESTS = Path("config/components/webhook/manifests.yaml")
 #: Where Kueue reads its metrics certificate when its certificate management is off.
@@ -57,7 +66,11 @@ class KueueError(RuntimeError):
     """Kueue did not start, or its webhooks did not answer."""
 
 
-def configuration(webhook_port: int, health_port: int, cert_dir: Path) -> Obj:
+def configuration(
+    webhook_port: int, health_port: int, cert_dir: Path, kubeflow_integration: bool
+) -> Obj:
+    """Kueue's Configuration; `kubeflow_integration` puts kubeflow.org's TFJobs under
+    Kueue's own integration instead of the operator's route."""
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
@@ -68,8 +81,10 @@ def configuration(webhook_port: int, health_port: int, cert_dir: Path) -> Obj:
         "leaderElection": {"leaderElect": False},
         "internalCertManagement": {"enable": False},
         "integrations": {
-            "frameworks": list(FRAMEWORKS),
-            "externalFrameworks": EXTERNAL_FRAMEWORKS,
+            "frameworks": [BATCH_JOB_INTEGRATION]
+            + ([KUBEFLOW_INTEGRATION] if kubeflow_integration else []),
+            "externalFrameworks": [TFJOB_DEV_FRAMEWORK]
+            + ([] if kubeflow_integration else [KUBEFLOW_FRAMEWORK]),
         },
     }
 
@@ -135,10 +150,17 @@ class Kueue(ProcessBeside):
     error = KueueError
 
     def __init__(
-        self, kubeconfig: Path, kubectl: Path, ca: CertificateAuthority, state_dir: Path
+        self,
+        kubeconfig: Path,
+        kubectl: Path,
+        ca: CertificateAuthority,
+        state_dir: Path,
+        *,
+        kubeflow_integration: bool = False,
     ) -> None:
         super().__init__("kueue", kubeconfig, kubectl, state_dir)
         self.ca = ca
+        self.kubeflow_integration = kubeflow_integration
         self.version = read_versions()["KUEUE_VERSION"]
         self.binary = locate("kueue").kueue
         self.webhook_port = free_port("127.0.0.1")
@@ -168,7 +190,11 @@ class Kueue(ProcessBeside):
         shutil.copytree(cert_dir, etc_upper / METRICS_CERTS, dirs_exist_ok=True)
         config = self.state_dir / "config.yaml"
         config.write_text(
-            yaml.safe_dump(configuration(self.webhook_port, self.health_port, cert_dir))
+            yaml.safe_dump(
+                configuration(
+                    self.webhook_port, self.health_port, cert_dir, self.kubeflow_integration
+                )
+            )
         )
         self.launch(
             private_run.command(
@@ -184,7 +210,7 @@ class Kueue(ProcessBeside):
             deadline,
         )
         manifests = [m for m in yaml.safe_load_all((module / WEBHOOK_MANIFESTS).read_text()) if m]
-        self.webhooks = webhook_configurations(manifests, url, ca_bundle, list(FRAMEWORKS.values()))
+        self.webhooks = webhook_configurations(manifests, url, ca_bundle, WEBHOOK_RESOURCES)
         for webhook in self.webhooks:
             self._apply(webhook)
         self._wait_webhooks(deadline)
