@@ -236,8 +236,9 @@ def test_a_higher_priority_job_preempts_a_lower_one_which_runs_again_after(
 def topology_queue(
     kueue: Kueue, kubectl: Kubectl, local_cluster: LocalCluster, namespace: str
 ) -> Iterator[str]:
-    """A LocalQueue whose flavor places pods by Kueue's Topology Aware Scheduling, on a
-    topology of blocks, racks and hosts; the node is labelled into block-a, rack-a."""
+    """A LocalQueue (4 CPUs: more than the node has) whose flavor places pods by Kueue's
+    Topology Aware Scheduling, on a topology of blocks, racks and hosts; the node is
+    labelled into block-a, rack-a."""
     node = local_cluster.node_name
     levels = [BLOCK_LABEL, RACK_LABEL, HOSTNAME_LABEL]
     made = [
@@ -252,7 +253,7 @@ def topology_queue(
             nodeLabels={POOL_LABEL: "queued"},
             topologyName=f"{namespace}-topology",
         ),
-        cluster_queue(f"{namespace}-cq", f"{namespace}-tas", "2"),
+        cluster_queue(f"{namespace}-cq", f"{namespace}-tas", "4"),
     ]
     kubectl("label", "node", node, f"{BLOCK_LABEL}=block-a", f"{RACK_LABEL}=rack-a", "--overwrite")
     apply(kubectl, *made, local_queue(namespace, f"{namespace}-cq"))
@@ -289,3 +290,19 @@ def test_a_replicas_topology_request_reaches_the_workload_and_kueues_assignment_
     done(kubectl, kubeflow_jobs, "placed-worker-0")
     done(kubectl, kubeflow_jobs, "placed-worker-1")
     kubeflow_jobs.wait_state("placed", "Succeeded", 60)
+
+
+def test_a_job_no_domain_of_its_required_topology_can_hold_waits_with_kueues_reason(
+    kubeflow_jobs: TFJobs, topology_queue: str
+) -> None:
+    """Within the quota, but the one rack's one node cannot hold both replicas: Kueue does
+    not admit it, and the job says why."""
+    body = queued_tfjob("crowded", topology_queue, "1500m", replicas=2)
+    template = body["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+    template["metadata"] = {"annotations": {"kueue.x-k8s.io/podset-required-topology": RACK_LABEL}}
+    kubeflow_jobs.create(body)
+    waiting = kubeflow_jobs.wait_for(
+        "crowded", lambda job: "Kueue: " in suspended_message(job), "Kueue's reason", 30
+    )
+    assert "topology" in suspended_message(waiting)
+    assert kubeflow_jobs.pods("crowded") == []
