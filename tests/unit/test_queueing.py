@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tfjob_operator.api import KUBEFLOW, JobRef
+from tfjob_operator.api import KUBEFLOW, TFJOB_DEV, JobRef
 from tfjob_operator.decide import JobView, Plan, decide
 from tfjob_operator.observe import (
     FlavorObservation,
@@ -18,7 +18,12 @@ from tfjob_operator.observe import (
     observe_flavor,
     observe_workload,
 )
-from tfjob_operator.queueing import topology_request, with_priority, workload_name
+from tfjob_operator.queueing import (
+    on_operators_route,
+    topology_request,
+    with_priority,
+    workload_name,
+)
 
 from .tfjobs import JOB, NOW, pod, replica_spec
 
@@ -338,6 +343,17 @@ def test_a_kubeflow_job_kueue_made_a_workload_for_is_left_to_kueue() -> None:
     assert len(plan.create_pods) == 3
     paused = queued(ref=kubeflow, spec={**SPEC, "runPolicy": {"suspend": True}})
     assert decide(paused, [], [], NOW, None, [kueues]).delete_workloads == [], "Kueue's own"
+
+
+def test_the_operators_route_is_every_tfjob_dev_job_and_kubeflow_jobs_kueue_has_not_taken() -> None:
+    kueues = WorkloadObservation("tfjob-mnist-1a2b3", "w-uid", "1", 1, JOB.uid, None)
+    ours = workload()
+    assert ours.made_here
+    assert not kueues.made_here
+    assert on_operators_route(TFJOB_DEV, [kueues])
+    assert on_operators_route(KUBEFLOW, [])
+    assert on_operators_route(KUBEFLOW, [ours])
+    assert not on_operators_route(KUBEFLOW, [kueues])
 
 
 def test_a_flavor_is_read_with_its_node_labels_and_tolerations() -> None:

@@ -48,12 +48,11 @@ from .observe import (
 )
 from .queueing import (
     Placement,
+    admission,
     finished_status,
+    on_operators_route,
     place,
-    placements,
-    pod_sets,
-    released_status,
-    render_workload,
+    withdrawn,
 )
 from .refusals import Refusal
 from .render import render_pod, render_pod_group, render_service
@@ -183,6 +182,9 @@ def decide(
     decision.workloads = [w for w in workloads if w.owner_uid == job.ref.uid]
     decision.flavors = flavors or {}
     decision.not_admitted = next((w.not_admitted for w in decision.workloads), None)
+    decision.queued_here = job.queue is not None and on_operators_route(
+        job.ref.api, decision.workloads
+    )
     decision.refusals = [r for r in refusals if r.generation == job.generation]
     decision.invalid_grace = timedelta(seconds=invalid_grace_seconds)
     return decision.run()
@@ -254,6 +256,8 @@ class _Decision:
         self.placements: Mapping[str, Placement] = {}
         #: Why Kueue took the job's admission back, while the job stops.
         self.evicted: str | None = None
+        #: Queued in Kueue with the operator as its job controller (queueing.py).
+        self.queued_here = False
         #: Replicas whose pods this decision creates.
         self.creating: list[Replica] = []
         self.pod_groups: list[PodGroupObservation] = []
@@ -281,9 +285,10 @@ class _Decision:
         except InvalidSpec as error:
             return self._invalid(error)
         if spec.run_policy.suspend:
-            self._drop_workloads("the TFJob is suspended")
+            if self.queued_here:
+                self.plan.delete_workloads = withdrawn(self.workloads, "the TFJob is suspended")
             return self._suspend(spec)
-        if self._queued_here and not self._admitted(spec):
+        if self.queued_here and not self._admitted(spec):
             return self._suspend(spec)
         if cond.is_true(self.conditions, ConditionType.SUSPENDED):
             self._set(
@@ -526,7 +531,7 @@ class _Decision:
                 f"TFJob {self._id} is suspended: Kueue took its admission back "
                 f"({self.evicted}); it is queued again once its pods are gone."
             )
-        elif self.job.queue and not (self._queued_here and spec.run_policy.suspend):
+        elif self.job.queue and not (self.queued_here and spec.run_policy.suspend):
             message = (
                 f"TFJob {self._id} is suspended: queued in Kueue's LocalQueue "
                 f"{self.job.queue} until it is admitted."
@@ -541,63 +546,32 @@ class _Decision:
 
     # -- Kueue (queueing.py) ------------------------------------------------------------------
 
-    @property
-    def _queued_here(self) -> bool:
-        """Queued in Kueue with this operator as its job controller: a tfjob.dev job, or a
-        kubeflow.org job unless Kueue's own Kubeflow integration made it a Workload (where a
-        cluster enables it, Kueue suspends the job at creation, makes its Workload and
-        resumes it; the operator then leaves the job's admission to Kueue)."""
-        if self.job.queue is None:
-            return False
-        return self.ref.api is TFJOB_DEV or all(w.made_here for w in self.workloads)
-
     def _admitted(self, spec: JobSpec) -> bool:
-        """Whether the job's pods may exist: its Workload is admitted, and was not evicted.
-
-        Creates the Workload if there is none, replaces it when the replicas changed, and
-        gives the quota of an evicted one back once the job's pods are gone.
-        """
+        """Whether the queued job's pods may pass Kueue's gate; the plan takes the Workload
+        writes that take it through."""
         assert self.job.queue is not None
-        workload = self.workloads[0] if self.workloads else None
-        if workload is None:
-            if not self.pods:
-                self.plan.create_workload = render_workload(
-                    self.ref, spec, self.job.queue, self.job.priority_class
-                )
-            return False
-        if workload.finished:
-            self.not_admitted = f"its Workload {workload.name} has finished: it cannot run again"
-            return False
-        if dict(workload.pod_sets) != pod_sets(spec):
-            self._drop_workloads("the replicas changed")
-            return False
-        if workload.evicted is not None and workload.quota_reserved:
-            # Stopping; once the pods are gone, the quota goes back and the job is queued
-            # again (Kueue's next admission clears Evicted), waiting as any queued job.
-            self.evicted = ": ".join(part for part in workload.evicted if part)
-            if not self.pods:
-                self.plan.patch_workload_status = (
-                    workload,
-                    released_status(workload, self.now_text),
-                )
-            return False
-        if not workload.admitted:
-            return False
-        found = placements(workload, self.flavors)
-        if isinstance(found, str):
-            self.not_admitted = found
-            return False
-        self.placements = found
-        return True
-
-    def _drop_workloads(self, why: str) -> None:
-        if self._queued_here:
-            self.plan.delete_workloads = [(w, why) for w in self.workloads]
+        gate = admission(
+            self.ref,
+            spec,
+            self.job.queue,
+            self.job.priority_class,
+            self.workloads,
+            self.flavors,
+            pods_exist=bool(self.pods),
+            now=self.now_text,
+        )
+        self.plan.create_workload = gate.create_workload
+        self.plan.delete_workloads = gate.delete_workloads
+        self.plan.patch_workload_status = gate.patch_workload_status
+        self.evicted = gate.evicted
+        self.not_admitted = gate.waiting or self.not_admitted
+        self.placements = gate.placements or {}
+        return gate.placements is not None
 
     def _finish_workload(self) -> None:
         """Marks the finished job's Workload Finished, which gives its quota back."""
         workload = next((w for w in self.workloads if not w.finished), None)
-        if workload is None or not self._queued_here:
+        if workload is None or not self.queued_here:
             return
         succeeded = cond.is_true(self.conditions, ConditionType.SUCCEEDED)
         outcome = cond.find(

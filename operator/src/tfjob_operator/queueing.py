@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .api import (
@@ -52,7 +52,9 @@ from .api import (
     LABEL_CONTROLLER_UID,
     LABEL_JOB_NAME,
     LABEL_REPLICA_INDEX,
+    TFJOB_DEV,
     JobRef,
+    TFJobApi,
 )
 from .observe import FlavorObservation, WorkloadObservation
 from .render import owner_reference
@@ -225,6 +227,76 @@ def place(pod: dict[str, Any], placement: Placement) -> None:
     if placement.tolerations:
         present = list(spec.get("tolerations") or [])
         spec["tolerations"] = present + [t for t in placement.tolerations if t not in present]
+
+
+def on_operators_route(api: TFJobApi, workloads: Sequence[WorkloadObservation]) -> bool:
+    """Whether the operator is Kueue's job controller for a queued job of `api` that owns
+    `workloads`: always for tfjob.dev; for kubeflow.org unless Kueue's own Kubeflow
+    integration made the job a Workload (where a cluster enables it, Kueue suspends the job
+    at creation, makes its Workload and resumes it: the job's admission is Kueue's)."""
+    return api is TFJOB_DEV or all(w.made_here for w in workloads)
+
+
+@dataclass
+class Admission:
+    """Kueue's gate for a queued job's pods this reconcile, and the Workload writes that
+    take the job through it. Admitted: `placements` says where each pod set's pods go.
+    Not admitted: `waiting` says why in Kueue's words where Kueue has said, and `evicted`
+    why Kueue took the admission back, while the job stops."""
+
+    placements: Mapping[str, Placement] | None = None
+    waiting: str | None = None
+    evicted: str | None = None
+    create_workload: dict[str, Any] | None = None
+    delete_workloads: list[tuple[WorkloadObservation, str]] = field(default_factory=list)
+    patch_workload_status: tuple[WorkloadObservation, dict[str, Any]] | None = None
+
+
+def admission(
+    job: JobRef,
+    spec: JobSpec,
+    queue: str,
+    priority_label: str | None,
+    workloads: Sequence[WorkloadObservation],
+    flavors: Mapping[str, FlavorObservation],
+    *,
+    pods_exist: bool,
+    now: str,
+) -> Admission:
+    """Whether a job on the operator's route may have pods: its Workload is admitted, and
+    was not evicted.
+
+    Creates the Workload if there is none (once the job has no pods), replaces it when the
+    replicas changed, and gives the quota of an evicted one back once the job's pods are
+    gone. After that the job waits as any queued job (Kueue's next admission clears
+    Evicted).
+    """
+    workload = workloads[0] if workloads else None
+    if workload is None:
+        create = None if pods_exist else render_workload(job, spec, queue, priority_label)
+        return Admission(create_workload=create)
+    if workload.finished:
+        return Admission(waiting=f"its Workload {workload.name} has finished: it cannot run again")
+    if dict(workload.pod_sets) != pod_sets(spec):
+        return Admission(delete_workloads=withdrawn(workloads, "the replicas changed"))
+    if workload.evicted is not None and workload.quota_reserved:
+        release = None if pods_exist else (workload, released_status(workload, now))
+        evicted = ": ".join(part for part in workload.evicted if part)
+        return Admission(evicted=evicted, patch_workload_status=release)
+    if not workload.admitted:
+        return Admission()
+    found = placements(workload, flavors)
+    if isinstance(found, str):
+        return Admission(waiting=found)
+    return Admission(placements=found)
+
+
+def withdrawn(
+    workloads: Sequence[WorkloadObservation], why: str
+) -> list[tuple[WorkloadObservation, str]]:
+    """The job's Workloads to delete, and why: it leaves the queue (suspended), or queues
+    again with new pod sets."""
+    return [(w, why) for w in workloads]
 
 
 def finished_status(
