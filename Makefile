@@ -52,7 +52,7 @@ $(UV):
 	python3.11 -m venv $(UV_HOME)
 	$(UV_HOME)/bin/pip install --quiet --disable-pip-version-check --no-cache-dir uv==$(UV_VERSION)
 
-$(VENV)/.synced: $(UV) uv.lock pyproject.toml operator/pyproject.toml trainer/pyproject.toml hack/localcluster/pyproject.toml VERSION
+$(VENV)/.synced: $(UV) uv.lock pyproject.toml operator/pyproject.toml trainer/pyproject.toml localcluster/pyproject.toml VERSION
 	@echo "==> syncing the Python environment in $(VENV) (uv.lock, frozen)"
 	@# uv keeps a lock file in TMPDIR: the cache's, not the host's /tmp.
 	@mkdir -p $(TFJOB_CACHE)/tmp

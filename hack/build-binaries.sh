@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the pinned Kubernetes components (control plane, kubelet, kube-proxy, kubeadm,
-# kubectl), etcd, CoreDNS, local-path-provisioner, helm, kwok, kind, Kueue, CNCF Distribution's registry and the project's node tools (hack/nodetools:
+# kubectl), etcd, CoreDNS, local-path-provisioner, helm, kwok, kind, Kueue, CNCF Distribution's registry and the project's node tools (localcluster/nodetools:
 # pause, a fake GPU device plugin), scheduler-plugins and Volcano's scheduler from the Go module proxy into a cache outside the work
 # tree, one directory per tool and version. What is already built is skipped; each binary is written to a temporary
 # name and renamed when complete, so an interrupted build leaves nothing half-made.
@@ -17,6 +17,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
+# The project's node tools' Go module, beside the local cluster that runs them.
+nodetools_src=$(cd "$here/../localcluster/nodetools" && pwd)
 
 cache=${TFJOB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfjob-operator}
 # Go's GOPATH (its module cache, its checksum database's state) and build cache live in
@@ -50,7 +52,7 @@ tool_dir() {
 }
 
 nodetools_version() {
-  (cd "$here/nodetools" && find . -type f \( -name '*.go' -o -name 'go.mod' -o -name 'go.sum' \) | LC_ALL=C sort |
+  (cd "$nodetools_src" && find . -type f \( -name '*.go' -o -name 'go.mod' -o -name 'go.sum' \) | LC_ALL=C sort |
     xargs sha256sum) | sha256sum | cut -c1-12
 }
 
@@ -165,14 +167,14 @@ build_coredns() {
   log "coredns $COREDNS_VERSION: built into $dir"
 }
 
-# The module in hack/nodetools (its go.sum pins every dependency).
+# The module in localcluster/nodetools (its go.sum pins every dependency).
 build_nodetools() {
   local dir scratch names=(pause gpu-device-plugin)
   dir=$(tool_dir nodetools)
   if all_present "$dir" "${names[@]}"; then log "nodetools: present in $dir"; return; fi
   log "nodetools: building ${names[*]}"
   scratch=$(mktemp -d "$cache/bin/.nodetools-build.XXXXXX")
-  run_logged nodetools env -C "$here/nodetools" go build -v -trimpath -ldflags "-s -w" -o "$scratch/" ./cmd/...
+  run_logged nodetools env -C "$nodetools_src" go build -v -trimpath -ldflags "-s -w" -o "$scratch/" ./cmd/...
   install_from "$scratch" "$dir" "${names[@]}"
   log "nodetools: built into $dir"
 }

@@ -1,5 +1,5 @@
 pytest_plugins = [
-    "tfjob_localcluster.pytest_plugin",
+    "support.cluster",
     "support.fixtures",
     "support.backends",
     "support.kueue",

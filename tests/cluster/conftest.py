@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from tfjob_localcluster.testing import Pods
+from support.pods import Pods
 
 
 @pytest.fixture

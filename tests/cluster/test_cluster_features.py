@@ -6,10 +6,8 @@ import time
 from typing import Any
 
 import pytest
-
-from tfjob_localcluster.images import TRAINER
-from tfjob_localcluster.pytest_plugin import Kubectl
-from tfjob_localcluster.testing import (
+from support.cluster import Kubectl
+from support.pods import (
     PEER_PROGRAM,
     Pods,
     container,
@@ -17,6 +15,8 @@ from tfjob_localcluster.testing import (
     headless_service,
     pod_manifest,
 )
+
+from tfjob_localcluster.images import TRAINER
 
 pytestmark = pytest.mark.integration
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cluster import Kubectl
+from support.pods import PEER_PROGRAM, Pods, headless_service, pod_manifest
 
 from tfjob_localcluster.images import TRAINER
-from tfjob_localcluster.pytest_plugin import Kubectl
-from tfjob_localcluster.testing import PEER_PROGRAM, Pods, headless_service, pod_manifest
 
 pytestmark = pytest.mark.integration
 

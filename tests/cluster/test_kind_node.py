@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tfjob_localcluster import addons, images, kindnode
+from tfjob_localcluster import addons, checkout, images, kindnode
 
 # `kubeadm config images list --kubernetes-version v1.34.4`.
 KUBEADM_V1_34 = [
@@ -94,7 +94,7 @@ def test_the_default_cni_writes_a_bridge_over_the_clusters_pod_subnet() -> None:
 def test_component_images_are_digested_by_their_binary(tmp_path: Path) -> None:
     for name in ("kube-apiserver", "kube-scheduler"):
         (tmp_path / name).write_bytes(name.encode())
-    dockerfile = images.IMAGES_DIR / "static-binary.Dockerfile"
+    dockerfile = checkout.IMAGES / "static-binary.Dockerfile"
 
     def spec(binary: str) -> images.ImageSpec:
         return images.ImageSpec(f"x/{binary}:1", dockerfile, tmp_path, (("BINARY", binary),))

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.cluster import Kubectl
 
 from tfjob_localcluster import binaries, hoststate, network
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import BUSYBOX
 from tfjob_localcluster.procs import ProcessIdentity, process_table
-from tfjob_localcluster.pytest_plugin import Kubectl
 from tfjob_localcluster.slots import Slot, Slots
 
 pytestmark = pytest.mark.integration

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cluster import Kubectl
+from support.pods import Pods, condition, container, container_status, pod_manifest
 
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import TRAINER
-from tfjob_localcluster.pytest_plugin import Kubectl
-from tfjob_localcluster.testing import Pods, condition, container, container_status, pod_manifest
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,13 @@ from pathlib import Path
 import pytest
 import tomli_w
 import yaml
+from support.cluster import namespace_name
 
 from tfjob_localcluster import (
     addons,
     capabilities,
     cgroups,
+    checkout,
     hoststate,
     images,
     kueue,
@@ -25,7 +27,6 @@ from tfjob_localcluster import (
     procs,
 )
 from tfjob_localcluster.binaries import (
-    HACK,
     Binaries,
     MissingBinaryError,
     nodetools_version,
@@ -35,7 +36,6 @@ from tfjob_localcluster.binaries import (
 from tfjob_localcluster.node import files, tunables
 from tfjob_localcluster.node.config import NodeConfig
 from tfjob_localcluster.node.mounts import inside, outermost
-from tfjob_localcluster.pytest_plugin import namespace_name
 
 pytestmark = pytest.mark.unit
 
@@ -82,7 +82,7 @@ def test_versions_env_parsing_and_cache_layout(tmp_path: Path) -> None:
 
 def test_node_tools_are_versioned_by_the_digest_the_build_script_computes(tmp_path: Path) -> None:
     printed = subprocess.run(
-        [str(HACK / "build-binaries.sh"), "--print-dir", "nodetools"],
+        [str(checkout.ROOT / "hack" / "build-binaries.sh"), "--print-dir", "nodetools"],
         capture_output=True,
         text=True,
         check=True,
@@ -180,7 +180,7 @@ def test_cgroup_hierarchies_are_read_from_mountinfo() -> None:
 def test_the_runtime_workaround_is_chosen_from_the_bounding_set() -> None:
     assert capabilities.lacks_sys_resource("CapBnd:\t000001fffeffffff\n")
     assert not capabilities.lacks_sys_resource("CapBnd:\t000001ffffffffff\n")
-    assert capabilities.RUNTIME_WRAPPER.exists()
+    assert checkout.RUNTIME_WRAPPER.exists()
 
 
 def test_image_digests_follow_the_dockerfile_its_copied_files_and_the_base() -> None:

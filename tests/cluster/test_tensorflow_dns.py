@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support.cluster import Kubectl
+from support.pods import Pods, headless_service, pod_manifest
 
 from tfjob_localcluster.images import TRAINER
-from tfjob_localcluster.pytest_plugin import Kubectl
-from tfjob_localcluster.testing import Pods, headless_service, pod_manifest
 
 pytestmark = pytest.mark.e2e
 

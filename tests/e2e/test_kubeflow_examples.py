@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 import yaml
+from support.cluster import Kubectl
 from support.fixtures import stop_session_operator
 from support.tfjobs import SHELL_IMAGE, TFJobs, condition
 
 from tfjob_localcluster.binaries import read_versions
 from tfjob_localcluster.chart import CHART, RELEASE, install_operator, run_helm
 from tfjob_localcluster.gomodule import module_dir
-from tfjob_localcluster.pytest_plugin import Kubectl
 
 pytestmark = pytest.mark.e2e
 

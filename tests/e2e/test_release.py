@@ -30,6 +30,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 from support.backends import backend_params
+from support.cluster import Kubectl, namespace_name
 from support.examples import documents
 from support.tfjobs import PodCreations, TFJobs, condition, shell_replica, tfjob
 
@@ -41,7 +42,6 @@ from tfjob_localcluster.images import BUSYBOX
 from tfjob_localcluster.kind import KindCluster
 from tfjob_localcluster.ociregistry import OciRegistry
 from tfjob_localcluster.platforms import host_architecture
-from tfjob_localcluster.pytest_plugin import Kubectl, namespace_name
 from tfjob_operator import published
 from tfjob_operator.client.results import results_in
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from support.cluster import Kubectl
 from support.tfjobs import SHELL_IMAGE, TFJobs, condition, shell_replica, tfjob
 
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.coscheduling import SCHEDULER_NAME
-from tfjob_localcluster.pytest_plugin import Kubectl
 from tfjob_localcluster.volcano import Volcano
 
 pytestmark = pytest.mark.integration

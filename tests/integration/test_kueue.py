@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.cluster import Kubectl
 from support.kueue import (
     KUEUE_API,
     POOL_LABEL,
@@ -41,7 +42,6 @@ from support.tfjobs import TFJobs, condition
 
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.kueue import Kueue
-from tfjob_localcluster.pytest_plugin import Kubectl
 
 pytestmark = pytest.mark.integration
 

@@ -9,6 +9,7 @@ resumes it once admitted. The operator sees that Workload and makes none of its 
 from __future__ import annotations
 
 import pytest
+from support.cluster import Kubectl
 from support.kueue import (
     made_by_operator,
     queued_tfjob,
@@ -17,8 +18,6 @@ from support.kueue import (
     workload_of,
 )
 from support.tfjobs import TFJobs, condition
-
-from tfjob_localcluster.pytest_plugin import Kubectl
 
 pytestmark = pytest.mark.integration
 

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cluster import Kubectl
 from support.operator_process import OperatorProcess
 from support.tfjobs import TFJobs, shell_replica, tfjob
 
 from bench.promtext import counters
-from tfjob_localcluster.pytest_plugin import Kubectl
 
 pytestmark = pytest.mark.integration
 LEASE = "tfjob-operator-test"

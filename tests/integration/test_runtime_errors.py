@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from support.cluster import Kubectl
 from support.fixtures import INVALID_POD_GRACE_SECONDS
 from support.operator_process import OperatorProcess
 from support.tfjobs import TFJobs, condition, shell_replica, tfjob
-
-from tfjob_localcluster.pytest_plugin import Kubectl
 
 pytestmark = pytest.mark.integration
 

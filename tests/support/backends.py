@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import pytest
 from kubernetes import client, config
 
+from support.cluster import Kubectl
 from support.fixtures import stop_session_operator
 from tfjob_localcluster import hoststate, kind
 from tfjob_localcluster.binaries import locate
@@ -37,7 +38,6 @@ from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import PROJECT_IMAGES
 from tfjob_localcluster.kind import KindCluster
 from tfjob_localcluster.ociregistry import OciRegistry
-from tfjob_localcluster.pytest_plugin import Kubectl
 
 BACKENDS = ("local", "kind")
 RELEASE_NAMESPACE = "tfjob-system"

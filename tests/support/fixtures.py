@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from support.cluster import Kubectl
 from support.operator_process import OperatorProcess
 from support.tfjobs import TFJobs
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.coscheduling import Coscheduling
 from tfjob_localcluster.ociregistry import OciRegistry
-from tfjob_localcluster.pytest_plugin import Kubectl
 from tfjob_localcluster.volcano import Volcano
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """Pytest fixtures for tests that need the local cluster.
 
-Load it from `tests/conftest.py` with `pytest_plugins = ["tfjob_localcluster.pytest_plugin"]`.
+Loaded by `tests/conftest.py` (`pytest_plugins`).
 
 - `local_cluster` (session): a LocalCluster, started the first time a test asks for it
   and stopped at the end of the session, with the busybox image loaded. Its state dir

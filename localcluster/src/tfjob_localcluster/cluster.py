@@ -36,6 +36,7 @@ import tomli_w
 
 from tfjob_localcluster import addons, capabilities, cgroups, network, packages
 from tfjob_localcluster import binaries as binaries_module
+from tfjob_localcluster.checkout import RUNTIME_WRAPPER
 from tfjob_localcluster.controlplane import (
     CLUSTER_DOMAIN,
     KUBELET_CLIENT_USER,
@@ -341,7 +342,7 @@ class LocalCluster(Started):
                 {
                     str(self.state_dir),
                     str(self.binaries.cache),
-                    str(capabilities.RUNTIME_WRAPPER.parent),
+                    str(RUNTIME_WRAPPER.parent),
                     *python_paths(),
                 }
             ),

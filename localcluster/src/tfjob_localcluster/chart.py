@@ -19,9 +19,9 @@ from kubernetes import client, config
 
 from tfjob_localcluster import diagnose
 from tfjob_localcluster.binaries import cache_root, locate
+from tfjob_localcluster.checkout import CHART
 from tfjob_localcluster.images import REGISTRY
 
-CHART = Path(__file__).resolve().parents[4] / "charts" / "tfjob-operator"
 RELEASE = "tfjob-operator"
 NAMESPACE = "tfjob-system"
 SELECTOR = f"app.kubernetes.io/name=tfjob-operator,app.kubernetes.io/instance={RELEASE}"

@@ -6,8 +6,8 @@
 # The context (staged by kindnode.py):
 #   kind-base/  the files of kind's base image, read from the sigs.k8s.io/kind module
 #   bin/        kubelet, kubeadm, kubectl from hack/build-binaries.sh
-#   tfjob/      hack/kind/node: this project's node setup, its unit, the default CNI
-#   runc-without-sys-resource  hack/runtime's runtime wrapper
+#   tfjob/      localcluster/kind/node: this project's node setup, its unit, the default CNI
+#   runc-without-sys-resource  localcluster/runtime's runtime wrapper
 ARG BASE=python:3.11.14-slim-bookworm
 FROM ${BASE}
 # The sandbox image the node's containerd runs (images.py's PAUSE), and the version kind

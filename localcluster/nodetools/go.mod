@@ -1,4 +1,4 @@
-module tfjob.dev/hack/nodetools
+module tfjob.dev/localcluster/nodetools
 
 go 1.24.0
 

@@ -3,7 +3,7 @@
 The pinned versions come from hack/versions.env; the cache root is `$TFJOB_CACHE`
 (default `~/.cache/tfjob-operator`, honouring `$XDG_CACHE_HOME`), with one directory
 per tool and version: `<cache>/bin/<tool>-<version>/`. The project's own node tools
-(hack/nodetools) are versioned by a digest of their sources, as the script computes it.
+(localcluster/nodetools) are versioned by a digest of their sources, as the script computes it.
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-HACK = Path(__file__).resolve().parents[3]
-VERSIONS_ENV = HACK / "versions.env"
-NODETOOLS = HACK / "nodetools"
+from tfjob_localcluster.checkout import NODETOOLS, VERSIONS_ENV
 
 # Tool directory name -> (versions.env key, binaries it holds).
 _TOOLS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -85,7 +83,7 @@ def cache_root() -> Path:
 
 
 def nodetools_version(source: Path = NODETOOLS) -> str:
-    """The digest build-binaries.sh names hack/nodetools' build by: sha256sum's output
+    """The digest build-binaries.sh names localcluster/nodetools' build by: sha256sum's output
     lines for its Go sources, go.mod and go.sum (sorted by path), hashed again."""
     files = sorted(
         f"./{path.relative_to(source)}"

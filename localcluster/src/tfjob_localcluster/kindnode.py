@@ -4,11 +4,11 @@ kind's own `kind build node-image` pulls its base image and every image it does 
 build (etcd, CoreDNS, pause, its CNI) from registries, so where none answers it cannot
 finish. The same image is then assembled from parts built here, in two steps:
 
-1. The node's filesystem, hack/images/kind-node.Dockerfile FROM the project's base
+1. The node's filesystem, localcluster/images/kind-node.Dockerfile FROM the project's base
    (images.py), with a staged context: the files of kind's base image read from the
    `sigs.k8s.io/kind` module of the pinned kind (`go mod download`, nothing of kind's is
    kept in this repository), the kubelet, kubeadm and kubectl of hack/build-binaries.sh,
-   the runtime wrapper of hack/runtime, hack/kind/node, the default CNI manifest
+   the runtime wrapper of localcluster/runtime, localcluster/kind/node, the default CNI manifest
    (`default_cni_manifest`) and the default StorageClass's (addons.py), which kind
    applies from /kind/manifests as it does its own node images'. It is cached as a tar
    like every image of images.py.
@@ -36,7 +36,9 @@ from pathlib import Path
 import yaml
 
 from tfjob_localcluster import addons, gomodule, images
-from tfjob_localcluster.binaries import HACK, cache_root, locate, read_versions
+from tfjob_localcluster.binaries import cache_root, locate, read_versions
+from tfjob_localcluster.checkout import IMAGES, RUNTIME_WRAPPER
+from tfjob_localcluster.checkout import KIND_NODE_FILES as NODE_FILES
 from tfjob_localcluster.engine import DockerEngine
 from tfjob_localcluster.node.files import cni_conflist
 from tfjob_localcluster.node.tunables import KUBELET_TUNABLES
@@ -44,8 +46,7 @@ from tfjob_localcluster.node.tunables import KUBELET_TUNABLES
 REFERENCE = f"tfjob.dev/kind-node:{read_versions()['KUBERNETES_VERSION']}"
 BASE_REFERENCE = f"tfjob.dev/kind-node-base:{read_versions()['KUBERNETES_VERSION']}"
 DIGEST_LABEL = "tfjob.dev/kind-node-digest"
-NODE_FILES = HACK / "kind" / "node"
-DOCKERFILE = images.IMAGES_DIR / "kind-node.Dockerfile"
+DOCKERFILE = IMAGES / "kind-node.Dockerfile"
 # kind's marker for a CNI manifest it fills in ({{ .PodSubnet }}) before applying it.
 KIND_TEMPLATE_MARKER = "would you kindly template this file"
 CNI_IMAGE = images.BUSYBOX
@@ -168,9 +169,7 @@ def stage_context(directory: Path) -> Path:
     (directory / "tfjob" / "kubelet-tunables").write_text(
         "".join(f"{name}={value}\n" for name, value in KUBELET_TUNABLES.items())
     )
-    shutil.copyfile(
-        HACK / "runtime" / "runc-without-sys-resource", directory / "runc-without-sys-resource"
-    )
+    shutil.copyfile(RUNTIME_WRAPPER, directory / RUNTIME_WRAPPER.name)
     return directory
 
 

@@ -7,7 +7,7 @@
   release publishes them by (tfjob_operator.published; `$TFJOB_REGISTRY`, the Makefile's
   `REGISTRY`, names another registry), so the chart and the examples run them as they are;
 - the node's: `pause` and CoreDNS, FROM scratch with the binaries of
-  hack/build-binaries.sh (hack/images/*.Dockerfile), under the names kubelet and kubeadm
+  hack/build-binaries.sh (localcluster/images/*.Dockerfile), under the names kubelet and kubeadm
   expect;
 - `busybox` (Debian's busybox-static FROM scratch), for test pods that run shell
   commands and as the local-path-provisioner's helper;
@@ -38,13 +38,13 @@ from pathlib import Path
 from typing import Any
 
 from tfjob_localcluster import baseimage
-from tfjob_localcluster.binaries import HACK, cache_root, read_versions, tool_dir
+from tfjob_localcluster.binaries import cache_root, read_versions, tool_dir
+from tfjob_localcluster.checkout import IMAGES as IMAGES_DIR
+from tfjob_localcluster.checkout import ROOT as REPOSITORY
 from tfjob_localcluster.engine import DockerEngine
 from tfjob_localcluster.platforms import host_architecture, platform_args
 from tfjob_operator import published
 
-REPOSITORY = HACK.parent
-IMAGES_DIR = HACK / "images"
 PULL_TIMEOUT = 120
 # Written by the context's COPY lines but never shaping the image.
 IGNORED_PARTS = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache")
@@ -58,7 +58,7 @@ class MissingImageError(RuntimeError):
 class ImageSpec:
     reference: str
     dockerfile: Path
-    # "repository" (the checkout), "images" (hack/images), the hack/build-binaries.sh
+    # "repository" (the checkout), "images" (localcluster/images), the hack/build-binaries.sh
     # tool whose directory is the context, or a directory.
     context: str | Path = "repository"
     # --build-arg values (BASE aside), also substituted in the COPY lines.

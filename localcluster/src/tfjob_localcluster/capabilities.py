@@ -1,6 +1,6 @@
 """Whether this machine needs the runtime workaround for a missing CAP_SYS_RESOURCE.
 
-hack/runtime/runc-without-sys-resource says what the workaround does and why. It is
+localcluster/runtime/runc-without-sys-resource says what the workaround does and why. It is
 used only where the capability bounding set lacks CAP_SYS_RESOURCE: the node's
 containerd and the project's own Docker engine register it as their runtime binary
 then, and plain runc otherwise.
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tfjob_localcluster.checkout import RUNTIME_WRAPPER
+
 CAP_SYS_RESOURCE = 24
-RUNTIME_WRAPPER = Path(__file__).resolve().parents[3] / "runtime" / "runc-without-sys-resource"
 
 
 def bounding_set(status: str | None = None) -> int:

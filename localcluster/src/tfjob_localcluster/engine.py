@@ -12,7 +12,7 @@ apt), it installs Debian's `docker.io` if `dockerd` is missing and runs a privat
 - without iptables rules, forwarding or masquerading, and without the default bridge:
   builds use the host's network; the bridge of kind's network is the engine's only
   link on the host, and kind.py removes that network when its cluster is deleted;
-- with hack/runtime/runc-without-sys-resource as its runtime where the machine lacks
+- with localcluster/runtime/runc-without-sys-resource as its runtime where the machine lacks
   CAP_SYS_RESOURCE (see capabilities.py), so `docker run --privileged` works for kind.
 
 It is stopped when the `with` block ends; its data stays, so the next build is warm.
@@ -37,6 +37,7 @@ from types import TracebackType
 
 from tfjob_localcluster import capabilities, packages, private_run
 from tfjob_localcluster.binaries import cache_root
+from tfjob_localcluster.checkout import RUNTIME_WRAPPER
 from tfjob_localcluster.procs import ManagedProcess
 
 START_TIMEOUT = 60.0
@@ -89,7 +90,7 @@ def dockerd_argv(directory: Path, major_version: int) -> list[str]:
         argv.append(f"--config-file={directory / 'daemon.json'}")
     if capabilities.lacks_sys_resource():
         argv += [
-            f"--add-runtime={RUNTIME_NAME}={capabilities.RUNTIME_WRAPPER}",
+            f"--add-runtime={RUNTIME_NAME}={RUNTIME_WRAPPER}",
             f"--default-runtime={RUNTIME_NAME}",
         ]
     return argv
