@@ -10,7 +10,7 @@ import pytest
 
 from tfjob_operator.connection import load_connection
 from tfjob_operator.errors import ApiError
-from tfjob_operator.kube import Api, Kube
+from tfjob_operator.kube import ApiServerClient, Kube
 
 pytestmark = pytest.mark.integration
 
@@ -18,7 +18,7 @@ HOLD = "tfjob.dev/test-hold"
 
 
 async def _create_pod(namespace: str) -> None:
-    api = Api(load_connection())
+    api = ApiServerClient(load_connection())
     try:
         pod = {
             "metadata": {"name": "late"},
@@ -86,7 +86,7 @@ def test_collection_delete_takes_the_jobs_children_and_keeps_the_rest(
     core_v1.create_namespaced_pod(namespace, pod("unlabelled", ""))
 
     async def delete(plural: str) -> list[tuple[str, str]]:
-        api = Api(load_connection())
+        api = ApiServerClient(load_connection())
         try:
             return await Kube(api).delete_collection(namespace, plural, "job-a", {"a-2"})
         finally:

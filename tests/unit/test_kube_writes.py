@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestServer
 from tfjob_operator.api import JobRef
 from tfjob_operator.connection import Connection, TokenSource
 from tfjob_operator.errors import ApiError
-from tfjob_operator.kube import Api, Kube, unavailable
+from tfjob_operator.kube import ApiServerClient, Kube, unavailable
 from tfjob_operator.metrics import Metrics
 
 pytestmark = pytest.mark.unit
@@ -61,7 +61,7 @@ def run(scenario: Scenario, max_in_flight: int, metrics: Metrics | None = None) 
                 ssl_context=False,
                 tokens=TokenSource(token="secret"),
             )
-            api = Api(connection, max_in_flight=max_in_flight, metrics=metrics)
+            api = ApiServerClient(connection, max_in_flight=max_in_flight, metrics=metrics)
             try:
                 await asyncio.wait_for(scenario(Kube(api), server), 10)
             finally:

@@ -16,7 +16,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tfjob_operator.connection import Connection, TokenSource
-from tfjob_operator.kube import Api
+from tfjob_operator.kube import ApiServerClient
 from tfjob_operator.watchcache import Resource, Store, Watch
 
 pytestmark = pytest.mark.unit
@@ -79,10 +79,10 @@ class FakeApiServer:
         return page, version, "" if last else str(index + 1)
 
 
-def api_of(test_server: TestServer) -> Api:
+def api_of(test_server: TestServer) -> ApiServerClient:
     """A client of the fake API server, with the token it expects."""
     server = str(test_server.make_url("")).rstrip("/")
-    return Api(Connection(server=server, ssl_context=False, tokens=TokenSource(token="secret")))
+    return ApiServerClient(Connection(server=server, ssl_context=False, tokens=TokenSource(token="secret")))
 
 
 def run_watch(server: FakeApiServer) -> tuple[Store[str], list[tuple[str, str]]]:

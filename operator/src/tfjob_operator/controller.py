@@ -70,6 +70,8 @@ MISSING_CLASS_RETRY_SECONDS: Final = 10.0
 
 
 class Writes(Protocol):
+    """The controller's writes: children, prerequisites, status, events (kube.Kube)."""
+
     async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
     async def create_service(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
     async def delete_pod(self, namespace: str, name: str, uid: str) -> bool: ...
@@ -100,12 +102,21 @@ class Writes(Protocol):
     async def patch_workload_status(
         self, namespace: str, workload: WorkloadObservation, patch: Mapping[str, Any]
     ) -> None: ...
-    #: The reads the watches do not cover: the ResourceFlavors an admission names, and the
-    #: priority of a Workload about to be made.
+
+
+class Reads(Protocol):
+    """The reads the watches do not cover: the ResourceFlavors an admission names, and the
+    priority of a Workload about to be made. They queue with the children's writes, since
+    the job's pods wait on them."""
+
     async def read_resource_flavor(self, name: str) -> FlavorObservation | None: ...
     async def read_priority(
         self, ref: Mapping[str, str] | None
     ) -> tuple[Mapping[str, str] | None, int] | None: ...
+
+
+class ApiAccess(Writes, Reads, Protocol):
+    """What the controller asks of the API server beyond its watches (kube.Kube)."""
 
 
 class Clock(Protocol):
@@ -205,7 +216,7 @@ GONE: Final = _Gone()
 class Controller:
     def __init__(
         self,
-        writes: Writes,
+        api: ApiAccess,
         caches: Caches,
         metrics: Metrics,
         cluster_domain: str | None,
@@ -220,7 +231,8 @@ class Controller:
         """`tensorboard_image` runs the TensorBoards of jobs that name no image. `served`
         is told the API version of each PodGroup or Workload the operator creates or finds
         existing: that API is served, and its watch must see it (Watch.recheck)."""
-        self.writes = writes
+        self.writes: Writes = api
+        self.reads: Reads = api
         self.served = served
         self.tensorboard_image = tensorboard_image
         self.caches = caches
@@ -437,7 +449,7 @@ class Controller:
         for name in names:
             read = self._flavors.get(name)
             if read is None or now - read[0] > FLAVOR_TTL_SECONDS:
-                self._flavors[name] = (now, await self.writes.read_resource_flavor(name))
+                self._flavors[name] = (now, await self.reads.read_resource_flavor(name))
         return {name: flavor for name in names if (flavor := self._flavors[name][1]) is not None}
 
     async def _apply_workload(self, job: JobView, plan: Plan) -> None:
@@ -453,7 +465,7 @@ class Controller:
         body = plan.create_workload
         if body is not None:
             ref = body["spec"].get("priorityClassRef")
-            priority = await self.writes.read_priority(ref)
+            priority = await self.reads.read_priority(ref)
             if priority is None:
                 assert ref is not None
                 message = (

@@ -156,7 +156,7 @@ class _Decisions:
             await asyncio.wait_for(self._none.wait(), seconds)
 
 
-class Api:
+class ApiServerClient:
     """Requests to one API server with the operator's credentials."""
 
     def __init__(
@@ -277,7 +277,7 @@ def collection_path(namespace: str | None, plural: str, group_path: str = "/api/
 class Kube:
     """The writes of the controller: children, the TFJob's status, its deletion, events."""
 
-    def __init__(self, api: Api) -> None:
+    def __init__(self, api: ApiServerClient) -> None:
         self.api = api
         self._cleanups = asyncio.Semaphore(MAX_CLEANUPS_IN_FLIGHT)
 

@@ -13,7 +13,7 @@ taking the Lease, not after a start-up.
   concurrency): of two candidates, one succeeds.
 - The leader renews every retry period. One that has not renewed for `renew_deadline`
   stops leading: from that moment it sends no write (`may_write`, which the API client
-  checks before every write, `kube.Api.fence`), and it exits, to come back as a
+  checks before every write, `kube.ApiServerClient.fence`), and it exits, to come back as a
   candidate. The renew deadline (10 s) is shorter than the lease (15 s): the old leader
   has stopped writing before anyone may take over.
 - A leader that stops on purpose (SIGTERM: a rolling update, a drain, `kubectl delete
@@ -41,7 +41,7 @@ import orjson
 
 from .connection import SERVICE_ACCOUNT_DIR
 from .errors import ApiError
-from .kube import Api, collection_path, raise_for, unavailable
+from .kube import ApiServerClient, collection_path, raise_for, unavailable
 from .limits import LEASE_DURATION_SECONDS, RENEW_DEADLINE_SECONDS, RETRY_PERIOD_SECONDS
 from .metrics import Metrics
 from .timeutil import now as wall_now
@@ -182,7 +182,7 @@ class Elector:
 
     def __init__(
         self,
-        api: Api,
+        api: ApiServerClient,
         namespace: str,
         name: str,
         identity: str,

@@ -32,7 +32,7 @@ from .controller import Caches, Controller
 from .decide import JobView
 from .endpoints import Endpoints
 from .gang import POD_GROUP_APIS, GangSchedulers
-from .kube import APPS, Api, Kube
+from .kube import APPS, ApiServerClient, Kube
 from .leader import LEASES_PATH, Election, Elector, LeaseRecord
 from .limits import INVALID_POD_GRACE_SECONDS
 from .metrics import Metrics
@@ -92,7 +92,7 @@ def read_workload(body: Mapping[str, Any]) -> tuple[str, JobKey, WorkloadObserva
     return metadata["uid"], key, observe_workload(body)
 
 
-def lease_watch(api: Api, election: Election, elector: Elector) -> Watch[LeaseRecord]:
+def lease_watch(api: ApiServerClient, election: Election, elector: Elector) -> Watch[LeaseRecord]:
     """A watch of the one Lease, whose every change the elector observes."""
     store: Store[LeaseRecord] = Store()
 
@@ -148,7 +148,7 @@ async def run_operator(
     """Runs until SIGTERM or SIGINT (0) or until it stops leading (1)."""
     connection = load_connection(kubeconfig)
     metrics = Metrics()
-    api = Api(connection, max_in_flight, metrics)
+    api = ApiServerClient(connection, max_in_flight, metrics)
     elector = None
     if election is not None:
         elector = Elector(

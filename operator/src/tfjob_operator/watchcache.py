@@ -28,7 +28,7 @@ import aiohttp
 import orjson
 
 from .errors import ApiError
-from .kube import Api, collection_path, raise_for
+from .kube import ApiServerClient, collection_path, raise_for
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class Watch(Generic[T]):
 
     def __init__(
         self,
-        api: Api,
+        api: ApiServerClient,
         resource: Resource,
         namespace: str | None,
         store: Store[T],
