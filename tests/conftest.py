@@ -1,6 +1,35 @@
+from pathlib import Path
+
+import pytest
+
 pytest_plugins = [
     "support.cluster",
     "support.fixtures",
     "support.backends",
     "support.kueue",
 ]
+
+TESTS = Path(__file__).resolve().parent
+#: The tiers: each test has exactly one marker of these (pyproject's markers say what each
+#: needs), and its folder agrees; tests/cluster tests the local cluster itself, at any tier.
+TIERS = {"unit", "tools", "tensorflow", "integration", "e2e", "kind"}
+FOLDER_TIERS = {
+    "unit": {"unit"},
+    "tools": {"tools"},
+    "trainer": {"tensorflow"},
+    "integration": {"integration"},
+    "e2e": {"e2e", "kind"},
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuses a test without exactly one tier, or in a folder of another tier."""
+    wrong = []
+    for item in items:
+        tiers = {mark.name for mark in item.iter_markers()} & TIERS
+        folder = item.path.relative_to(TESTS).parts[0]
+        allowed = FOLDER_TIERS.get(folder, TIERS)
+        if len(tiers) != 1 or not tiers <= allowed:
+            wrong.append(f"{item.nodeid}: {sorted(tiers) or 'no tier'} in tests/{folder}")
+    if wrong:
+        raise pytest.UsageError("tests whose tier marker is missing or wrong:\n" + "\n".join(wrong))

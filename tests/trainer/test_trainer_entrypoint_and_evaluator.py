@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from trainer_processes import JobFactory, record_run
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.tensorflow
 
 TIMEOUT = 300
 EXAMPLE_DIR = Path(__file__).resolve().parents[2] / "examples" / "custom-entrypoint"

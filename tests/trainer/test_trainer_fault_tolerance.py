@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pytest
 from trainer_processes import JobFactory, LocalJob, Task, record_run
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.tensorflow
 
 TIMEOUT = 420
 EPOCHS = 8

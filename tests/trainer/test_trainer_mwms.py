@@ -8,7 +8,7 @@ import time
 import pytest
 from trainer_processes import JobFactory, record_run
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.tensorflow
 
 TIMEOUT = 420
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from trainer_processes import JobFactory, LocalJob, record_run
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.tensorflow
 
 TIMEOUT = 420
 SERVER_STOP_TIMEOUT = 15  # stops a hang; a server exits within a second of SIGTERM

@@ -82,7 +82,9 @@ class FakeApiServer:
 def api_of(test_server: TestServer) -> ApiServerClient:
     """A client of the fake API server, with the token it expects."""
     server = str(test_server.make_url("")).rstrip("/")
-    return ApiServerClient(Connection(server=server, ssl_context=False, tokens=TokenSource(token="secret")))
+    return ApiServerClient(
+        Connection(server=server, ssl_context=False, tokens=TokenSource(token="secret"))
+    )
 
 
 def run_watch(server: FakeApiServer) -> tuple[Store[str], list[tuple[str, str]]]:
