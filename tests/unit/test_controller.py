@@ -32,6 +32,7 @@ from tfjob_operator.metrics import Metrics
 from tfjob_operator.observe import (
     FlavorObservation,
     PodGroupObservation,
+    PriorityClass,
     WorkloadObservation,
     observe_pod,
     observe_service,
@@ -84,9 +85,9 @@ class FakeWrites:
         #: Kueue's ResourceFlavors, by name.
         self.flavors: dict[str, FlavorObservation] = {}
         #: The values of WorkloadPriorityClasses and PriorityClasses, by (kind, name), and
-        #: the cluster's default PriorityClass.
+        #: the cluster's PriorityClasses as a list answers them.
         self.priority_classes: dict[tuple[str, str], int] = {}
-        self.default_priority: tuple[Mapping[str, str] | None, int] = (None, 0)
+        self.listed_classes: list[PriorityClass] = []
 
     async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> bool:
         return self._create("pod", body)
@@ -191,13 +192,13 @@ class FakeWrites:
         self.calls.append(("read flavor", name))
         return self.flavors.get(name)
 
-    async def read_priority(
-        self, ref: Mapping[str, str] | None
-    ) -> tuple[Mapping[str, str] | None, int] | None:
-        if ref is None:
-            return self.default_priority
-        value = self.priority_classes.get((ref["kind"], ref["name"]))
-        return None if value is None else (ref, value)
+    async def read_priority_class(self, kind: str, name: str) -> int | None:
+        self.calls.append(("read priority class", kind, name))
+        return self.priority_classes.get((kind, name))
+
+    async def list_priority_classes(self) -> list[PriorityClass]:
+        self.calls.append(("list priority classes",))
+        return list(self.listed_classes)
 
 
 class Harness:
@@ -647,10 +648,14 @@ def test_a_workload_takes_the_priority_its_class_gives_and_waits_for_a_missing_c
     assert spec["priority"] == 1000
 
 
-def test_a_workload_without_a_class_takes_the_clusters_default_priority() -> None:
+def test_a_workload_without_a_class_takes_the_clusters_lowest_default_priority() -> None:
     harness = Harness()
+    harness.writes.listed_classes = [
+        PriorityClass("high", 1000, global_default=False),
+        PriorityClass("normal", 7, global_default=True),
+        PriorityClass("raised", 9, global_default=True),
+    ]
     default = {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "normal"}
-    harness.writes.default_priority = (default, 7)
     harness.job(version="1", labels={"kueue.x-k8s.io/queue-name": "team"})
     harness.reconcile()
     spec = harness.writes.bodies[f"workload/{workload_name(JOB)}"]["spec"]
@@ -750,3 +755,18 @@ def test_a_tensorboard_is_created_once_its_status_written_once_and_removed_after
     harness.clock.seconds += PROGRESS_WRITE_DELAY_SECONDS
     harness.reconcile()
     assert harness.writes.patched[-1][1]["tensorboard"] is None
+
+
+def test_a_class_the_operator_may_not_read_counts_zero() -> None:
+    """A namespaced install cannot read cluster-scoped classes: the Workload is still made."""
+    labels = {"kueue.x-k8s.io/queue-name": "team", "kueue.x-k8s.io/priority-class": "high"}
+    harness = Harness()
+
+    async def forbidden(kind: str, name: str) -> int | None:
+        raise ApiError(403, f"get {kind} {name}", b'{"reason": "Forbidden"}')
+
+    harness.writes.read_priority_class = forbidden  # type: ignore[method-assign]
+    harness.job(version="1", labels=labels)
+    harness.reconcile()
+    spec = harness.writes.bodies[f"workload/{workload_name(JOB)}"]["spec"]
+    assert (spec["priorityClassRef"]["name"], spec["priority"]) == ("high", 0)

@@ -37,11 +37,12 @@ from .observe import (
     FlavorObservation,
     PodGroupObservation,
     PodObservation,
+    PriorityClass,
     ServiceObservation,
     WorkloadObservation,
     replica_from_labels,
 )
-from .queueing import with_priority
+from .queueing import default_priority, with_priority
 from .refusals import Refusal, Refusals
 from .spec import JobSpec
 from .status import StatusWrite
@@ -110,9 +111,8 @@ class Reads(Protocol):
     the job's pods wait on them."""
 
     async def read_resource_flavor(self, name: str) -> FlavorObservation | None: ...
-    async def read_priority(
-        self, ref: Mapping[str, str] | None
-    ) -> tuple[Mapping[str, str] | None, int] | None: ...
+    async def read_priority_class(self, kind: str, name: str) -> int | None: ...
+    async def list_priority_classes(self) -> list[PriorityClass]: ...
 
 
 class ApiAccess(Writes, Reads, Protocol):
@@ -465,7 +465,7 @@ class Controller:
         body = plan.create_workload
         if body is not None:
             ref = body["spec"].get("priorityClassRef")
-            priority = await self.reads.read_priority(ref)
+            priority = await self._workload_priority(ref)
             if priority is None:
                 assert ref is not None
                 message = (
@@ -487,6 +487,23 @@ class Controller:
                     f"in LocalQueue {body['spec']['queueName']}: the job runs once Kueue admits it"
                 ),
             )
+
+    async def _workload_priority(
+        self, ref: Mapping[str, str] | None
+    ) -> tuple[Mapping[str, str] | None, int] | None:
+        """The priority of a Workload about to be made, as Kueue reads it for the Workloads
+        it makes: the value of the class `ref` names, else the cluster's default
+        (queueing.default_priority). None if the class named does not exist; a class the
+        operator may not read (a namespaced install) counts 0."""
+        try:
+            if ref is None:
+                return default_priority(await self.reads.list_priority_classes())
+            value = await self.reads.read_priority_class(ref["kind"], ref["name"])
+        except ApiError as error:
+            if error.status != 403:
+                raise
+            return ref, 0
+        return None if value is None else (ref, value)
 
     async def _apply_pod_groups(self, job: JobView, plan: Plan) -> None:
         """The plan's PodGroup writes, done before its pods are created (gang.py)."""

@@ -35,8 +35,13 @@ from .connection import Connection
 from .errors import ApiError
 from .limits import MAX_IN_FLIGHT
 from .metrics import Metrics
-from .observe import FlavorObservation, PodGroupObservation, WorkloadObservation, observe_flavor
-from .queueing import pod_priority_class
+from .observe import (
+    FlavorObservation,
+    PodGroupObservation,
+    PriorityClass,
+    WorkloadObservation,
+    observe_flavor,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -363,32 +368,25 @@ class Kube:
         raise_for(status, f"get resourceflavor {name}", payload)
         return observe_flavor(orjson.loads(payload))
 
-    async def read_priority(
-        self, ref: Mapping[str, str] | None
-    ) -> tuple[Mapping[str, str] | None, int] | None:
-        """A Workload's priority as Kueue computes it for the jobs it makes Workloads for:
-        the value of the class `ref` names (a WorkloadPriorityClass or a PriorityClass), or
-        with none named, the cluster's default PriorityClass (the lowest marked
-        globalDefault), else no class and 0. None if the class named does not exist. A
-        class the operator may not read (a namespaced install) counts 0."""
-        if ref is not None:
-            path = f"{PRIORITY_CLASSES[ref['kind']]}/{ref['name']}"
-            status, payload = await self.api.send("GET", path)
-            if status == 404:
-                return None
-            if status == 403:
-                return ref, 0
-            raise_for(status, f"get {ref['kind']} {ref['name']}", payload)
-            return ref, int(orjson.loads(payload).get("value") or 0)
+    async def read_priority_class(self, kind: str, name: str) -> int | None:
+        """The value of the WorkloadPriorityClass or PriorityClass `name`; None if there is
+        none. ApiError 403 where the operator may not read it (a namespaced install)."""
+        status, payload = await self.api.send("GET", f"{PRIORITY_CLASSES[kind]}/{name}")
+        if status == 404:
+            return None
+        raise_for(status, f"get {kind} {name}", payload)
+        return int(orjson.loads(payload).get("value") or 0)
+
+    async def list_priority_classes(self) -> list[PriorityClass]:
+        """The cluster's PriorityClasses. ApiError 403 where the operator may not list them."""
         status, payload = await self.api.send("GET", PRIORITY_CLASSES["PriorityClass"])
-        if status == 403:
-            return None, 0
         raise_for(status, "list priorityclasses", payload)
-        defaults = [c for c in orjson.loads(payload)["items"] if c.get("globalDefault")]
-        if not defaults:
-            return None, 0
-        lowest = min(defaults, key=lambda c: int(c.get("value") or 0))
-        return pod_priority_class(str(lowest["metadata"]["name"])), int(lowest.get("value") or 0)
+        return [
+            PriorityClass(
+                str(c["metadata"]["name"]), int(c.get("value") or 0), bool(c.get("globalDefault"))
+            )
+            for c in orjson.loads(payload)["items"]
+        ]
 
     async def delete_collection(
         self, namespace: str, plural: str, job_uid: str, keep: Collection[str]

@@ -183,6 +183,15 @@ class FlavorObservation:
     tolerations: tuple[Mapping[str, Any], ...]
 
 
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    """A PriorityClass, as Kueue reads one for a Workload's default priority."""
+
+    name: str
+    value: int
+    global_default: bool
+
+
 def observe_flavor(body: Mapping[str, Any]) -> FlavorObservation:
     spec = body.get("spec") or {}
     return FlavorObservation(

@@ -56,7 +56,7 @@ from .api import (
     JobRef,
     TFJobApi,
 )
-from .observe import FlavorObservation, WorkloadObservation
+from .observe import FlavorObservation, PriorityClass, WorkloadObservation
 from .render import owner_reference
 from .spec import JobSpec
 
@@ -101,6 +101,16 @@ def priority_class(priority_label: str | None, spec: JobSpec) -> dict[str, str] 
         if name:
             return pod_priority_class(str(name))
     return None
+
+
+def default_priority(classes: Sequence[PriorityClass]) -> tuple[dict[str, str] | None, int]:
+    """A Workload's priority when its job names no class, as Kueue gives it: the cluster's
+    default PriorityClass (the lowest of those marked globalDefault), else none and 0."""
+    defaults = [c for c in classes if c.global_default]
+    if not defaults:
+        return None, 0
+    lowest = min(defaults, key=lambda c: c.value)
+    return pod_priority_class(lowest.name), lowest.value
 
 
 def with_priority(
