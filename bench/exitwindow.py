@@ -6,7 +6,10 @@ cores. Two readings over the window tell them apart: the API server's own time f
 etcd update of pods and TFJobs (etcd_request_duration_seconds, from its metrics before and
 after the window) and the CPU every process used (/proc), against the cores the machine
 has. Both metrics readings are taken outside the window's critical path: the first before
-the first exit, the second after the last Succeeded is seen. This repository's operator is
+the first exit, the second after the last Succeeded is seen. The API server records an
+update's etcd time when etcd answers it, which can be after the update's watch event has
+reached the harness; so the second reading is taken again, briefly, until it counts at
+least the updates the harness saw. This repository's operator is
 read the same way, for where its decisions waited: for their reconcile, for a write slot,
 and for the API server's answer.
 """
@@ -31,6 +34,11 @@ OperatorMetrics = Callable[[], str | None]
 #: The updates whose storage latency the window reports: the leaders' exits and the
 #: controller's status writes.
 UPDATED = ("pods", "tfjobs")
+#: How long the closing reading waits for the API server to count the updates the harness
+#: saw; past it, the reading is reported as it is.
+COUNTED_WITHIN_SECONDS = 5.0
+#: The interval between two closing readings.
+RECOUNT_SECONDS = 0.05
 #: The operator's decision writes, as its write metrics label them.
 DECISION = Priority.DECISION.label
 
@@ -60,12 +68,14 @@ class ExitWindow:
         operator_metrics = await asyncio.to_thread(operator) if operator is not None else None
         return cls(pids, await client.text("/metrics"), operator, operator_metrics)
 
-    async def close(self, client: ApiClient) -> dict[str, Any]:
+    async def close(self, client: ApiClient, seen: Mapping[str, int]) -> dict[str, Any]:
+        """`seen`: resource -> how many of its updates in the window the harness saw (each
+        job's Succeeded is one of the TFJob's)."""
         wall = time.monotonic() - self.began
         machine = machine_busy_seconds() - self.machine
         processes = cpu_delta(self.processes, cpu_by_name(dict(self.pids)))
         harness = own_cpu_seconds() - self.harness
-        updates = storage_update_seconds(self.metrics, await client.text("/metrics"))
+        updates = await self._updates_counting(client, seen)
         waits: dict[str, float | int] = {}
         if self.operator is not None and self.operator_metrics is not None:
             after = await asyncio.to_thread(self.operator)
@@ -83,6 +93,21 @@ class ExitWindow:
             "storage_updates": {resource: count for resource, (_, count) in updates.items()},
             **({"operator_ms": waits} if waits else {}),
         }
+
+    async def _updates_counting(
+        self, client: ApiClient, seen: Mapping[str, int]
+    ) -> dict[str, tuple[float, int]]:
+        deadline = time.monotonic() + COUNTED_WITHIN_SECONDS
+        while True:
+            updates = storage_update_seconds(self.metrics, await client.text("/metrics"))
+            if counts_all(updates, seen) or time.monotonic() >= deadline:
+                return updates
+            await asyncio.sleep(RECOUNT_SECONDS)
+
+
+def counts_all(updates: Mapping[str, tuple[float, int]], seen: Mapping[str, int]) -> bool:
+    """Whether a reading counts at least the updates seen, resource by resource."""
+    return all(updates.get(resource, (0.0, 0))[1] >= count for resource, count in seen.items())
 
 
 def storage_update_seconds(before: str, after: str) -> dict[str, tuple[float, int]]:

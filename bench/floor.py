@@ -186,7 +186,7 @@ async def _drive(
             await progress.wait_until(
                 progress.all_succeeded, "every TFJob marked Succeeded", timeout, checks
             )
-            exit_window = await window.close(driver)
+            exit_window = await window.close(driver, {"tfjobs": len(progress.succeeded)})
         finally:
             await asyncio.to_thread(responder.stop, RESPONDER_GRACE_SECONDS)
     return Outcome(failures, dict(progress.succeeded), creation_usage, exit_window)

@@ -282,7 +282,7 @@ async def _drive(
         succeeded = await progress.wait_until(
             progress.all_succeeded, "every TFJob Succeeded", timeout, check
         )
-        exit_window = await window.close(driver)
+        exit_window = await window.close(driver, {"tfjobs": len(progress.succeeded)})
         try:
             cleaned: float | None = await progress.wait_until(
                 progress.only_leaders_left, "pods still running deleted", timeout, check

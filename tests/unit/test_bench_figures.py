@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -275,6 +276,45 @@ def test_the_exit_window_reports_the_updates_made_inside_it() -> None:
     after = storage_metrics(pods=(3.5, 130), tfjobs=(0.25, 10))
     # No TFJob was updated in between: it is left out rather than divided by zero.
     assert exitwindow.storage_update_seconds(before, after) == {"pods": (2.0, 100)}
+
+
+class LaggingServer:
+    """An API server whose /metrics readings are served in turn, the last one repeated: a
+    server that had not yet recorded an update the harness saw when first read."""
+
+    def __init__(self, *readings: str) -> None:
+        self.readings = list(readings)
+        self.reads = 0
+
+    async def text(self, path: str) -> str:
+        assert path == "/metrics"
+        self.reads += 1
+        return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
+
+
+def close_window(server: LaggingServer, seen: dict[str, int]) -> dict[str, Any]:
+    window = exitwindow.ExitWindow({}, storage_metrics(pods=(1.0, 10), tfjobs=(0.5, 2)))
+    return asyncio.run(window.close(server, seen))
+
+
+def test_the_windows_closing_reading_waits_until_it_counts_every_update_the_harness_saw() -> None:
+    lagging = storage_metrics(pods=(2.0, 15), tfjobs=(0.9, 6))
+    caught_up = storage_metrics(pods=(2.0, 15), tfjobs=(1.0, 7))
+    server = LaggingServer(lagging, caught_up)
+    closed = close_window(server, {"tfjobs": 5})
+    assert server.reads == 2
+    assert closed["storage_updates"] == {"pods": 5, "tfjobs": 5}
+    assert closed["storage_update_ms"]["tfjobs"] == 100.0  # 0.5 s over 5 updates
+
+
+def test_a_reading_that_never_counts_them_is_reported_as_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(exitwindow, "COUNTED_WITHIN_SECONDS", 0.2)
+    server = LaggingServer(storage_metrics(pods=(2.0, 15), tfjobs=(0.9, 6)))
+    closed = close_window(server, {"tfjobs": 5})
+    assert server.reads > 1
+    assert closed["storage_updates"] == {"pods": 5, "tfjobs": 4}
 
 
 def operator_metrics(
