@@ -61,8 +61,8 @@ $(VENV)/.synced: $(UV) uv.lock pyproject.toml operator/pyproject.toml trainer/py
 
 env: $(VENV)/.synced ## Install the pinned Python environment (.venv)
 
-binaries: ## Build the pinned Kubernetes, etcd, CoreDNS, local-path-provisioner, helm, kwok, kind, Kueue, the OCI registry, scheduler-plugins, Volcano's scheduler and node tools into the cache (skips what is built)
-	hack/build-binaries.sh kubernetes etcd coredns local-path-provisioner helm kwok kind kueue registry scheduler-plugins volcano nodetools
+binaries: ## Build every Go-built tool of hack/go-tools.txt (Kubernetes, etcd, helm, kind, Kueue, ...) at its pinned version into the cache (skips what is built)
+	hack/build-binaries.sh all
 
 # What a local cluster with the chart needs (`make images`, `demo`, `cluster`); kind too for
 # `make demo DEMO_ARGS=--kind`. `make test` builds every tool (binaries).

@@ -27,9 +27,12 @@ from tfjob_localcluster import (
     procs,
 )
 from tfjob_localcluster.binaries import (
+    TOOLS,
     Binaries,
     MissingBinaryError,
+    Tool,
     nodetools_version,
+    parse_tools,
     parse_versions,
     tool_dir,
 )
@@ -80,15 +83,48 @@ def test_versions_env_parsing_and_cache_layout(tmp_path: Path) -> None:
         _ = missing.etcd
 
 
-def test_node_tools_are_versioned_by_the_digest_the_build_script_computes(tmp_path: Path) -> None:
-    printed = subprocess.run(
-        [str(checkout.ROOT / "hack" / "build-binaries.sh"), "--print-dir", "nodetools"],
+def test_the_build_script_and_the_cluster_find_every_tool_in_the_same_place(
+    tmp_path: Path,
+) -> None:
+    """Both read hack/go-tools.txt; the node tools are versioned by the digest of their
+    sources the script computes."""
+    assert set(TOOLS) >= {"kubernetes", "etcd", "kueue", "nodetools"}
+    for tool in TOOLS:
+        printed = subprocess.run(
+            [str(checkout.ROOT / "hack" / "build-binaries.sh"), "--print-dir", tool],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"TFJOB_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        ).stdout.strip()
+        assert printed == str(tool_dir(tool, cache=tmp_path)), tool
+    assert tool_dir("nodetools", cache=tmp_path).name == f"nodetools-{nodetools_version()}"
+    unknown = subprocess.run(
+        [str(checkout.ROOT / "hack" / "build-binaries.sh"), "--print-dir", "kubeflow"],
         capture_output=True,
         text=True,
-        check=True,
-        env={"TFJOB_CACHE": str(tmp_path), "PATH": "/usr/bin:/bin"},
-    ).stdout.strip()
-    assert printed == str(tmp_path / "bin" / f"nodetools-{nodetools_version()}")
+        check=False,
+    )
+    assert unknown.returncode == 2
+    assert "unknown tool 'kubeflow' (kubernetes, etcd" in unknown.stderr
+
+
+def test_the_tools_table_names_each_tools_version_and_binaries() -> None:
+    tools = parse_tools(
+        "# name version recipe binaries\n"
+        "kueue  KUEUE_VERSION  module:sigs.k8s.io/kueue  kueue=sigs.k8s.io/kueue/cmd/kueue\n"
+        "\n"
+        "nodetools  -  nodetools  pause gpu-device-plugin\n"
+    )
+    assert tools == {
+        "kueue": Tool("kueue", "KUEUE_VERSION", ("kueue",)),
+        "nodetools": Tool("nodetools", "", ("pause", "gpu-device-plugin")),
+    }
+    with pytest.raises(ValueError, match="line 1 names no binary"):
+        parse_tools("kind KIND_VERSION install")
+    # Every versioned tool's version is pinned.
+    pinned = parse_versions(checkout.VERSIONS_ENV.read_text())
+    assert all(tool.version_key in pinned for tool in TOOLS.values() if tool.version_key)
 
 
 def test_containerd_serves_cri_with_cni_and_only_the_needed_runtime_wrapper() -> None:

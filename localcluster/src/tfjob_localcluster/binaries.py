@@ -1,6 +1,7 @@
 """Where the Go-built tools live: the layout hack/build-binaries.sh writes.
 
-The pinned versions come from hack/versions.env; the cache root is `$TFJOB_CACHE`
+The tools and their binaries come from hack/go-tools.txt, which the script builds from;
+the pinned versions from hack/versions.env; the cache root is `$TFJOB_CACHE`
 (default `~/.cache/tfjob-operator`, honouring `$XDG_CACHE_HOME`), with one directory
 per tool and version: `<cache>/bin/<tool>-<version>/`. The project's own node tools
 (localcluster/nodetools) are versioned by a digest of their sources, as the script computes it.
@@ -13,39 +14,36 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfjob_localcluster.checkout import NODETOOLS, VERSIONS_ENV
+from tfjob_localcluster.checkout import GO_TOOLS, NODETOOLS, VERSIONS_ENV
 
-# Tool directory name -> (versions.env key, binaries it holds).
-_TOOLS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "kubernetes": (
-        "KUBERNETES_VERSION",
-        (
-            "kube-apiserver",
-            "kube-controller-manager",
-            "kube-scheduler",
-            "kubectl",
-            "kubelet",
-            "kube-proxy",
-            "kubeadm",
-        ),
-    ),
-    "etcd": ("ETCD_VERSION", ("etcd",)),
-    "coredns": ("COREDNS_VERSION", ("coredns",)),
-    "local-path-provisioner": ("LOCAL_PATH_PROVISIONER_VERSION", ("local-path-provisioner",)),
-    "kueue": ("KUEUE_VERSION", ("kueue",)),
-    "registry": ("DISTRIBUTION_VERSION", ("registry",)),
-    "scheduler-plugins": ("SCHEDULER_PLUGINS_VERSION", ("scheduler",)),
-    "volcano": ("VOLCANO_VERSION", ("vc-scheduler",)),
-    "nodetools": ("", ("pause", "gpu-device-plugin")),
-    "helm": ("HELM_VERSION", ("helm",)),
-    "kwok": ("KWOK_VERSION", ("kwok",)),
-    "kind": ("KIND_VERSION", ("kind",)),
-}
-# Tools `make binaries` does not build, each with the command that does.
-_BUILT_SEPARATELY = {
-    "kwok": "hack/build-binaries.sh kwok",
-    "kind": "hack/build-binaries.sh kind",
-}
+
+@dataclass(frozen=True)
+class Tool:
+    """A row of hack/go-tools.txt: a tool, the versions.env key of its version (empty for
+    the node tools, versioned by their sources) and the binaries it builds."""
+
+    name: str
+    version_key: str
+    binaries: tuple[str, ...]
+
+
+def parse_tools(text: str) -> dict[str, Tool]:
+    """hack/go-tools.txt's rows by tool name: name, version key (`-` for none), recipe,
+    then the binaries as NAME=PACKAGE or NAME."""
+    tools = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, key, _recipe, *binaries = line.split()
+        if not binaries:
+            raise ValueError(f"go-tools.txt line {number} names no binary: {raw!r}")
+        names = tuple(binary.partition("=")[0] for binary in binaries)
+        tools[name] = Tool(name, "" if key == "-" else key, names)
+    return tools
+
+
+TOOLS = parse_tools(GO_TOOLS.read_text())
 
 
 class MissingBinaryError(RuntimeError):
@@ -98,9 +96,9 @@ def nodetools_version(source: Path = NODETOOLS) -> str:
 
 def tool_dir(tool: str, versions: dict[str, str] | None = None, cache: Path | None = None) -> Path:
     """The directory hack/build-binaries.sh builds `tool` into (`--print-dir tool`)."""
-    if tool not in _TOOLS:
-        raise ValueError(f"unknown tool {tool!r}; known: {', '.join(_TOOLS)}")
-    key = _TOOLS[tool][0]
+    if tool not in TOOLS:
+        raise ValueError(f"unknown tool {tool!r}; known: {', '.join(TOOLS)}")
+    key = TOOLS[tool].version_key
     if not key:
         return (cache or cache_root()) / "bin" / f"{tool}-{nodetools_version()}"
     versions = read_versions() if versions is None else versions
@@ -117,14 +115,15 @@ class Binaries:
     cache: Path
 
     def path(self, binary: str) -> Path:
-        for tool, (key, names) in _TOOLS.items():
-            if binary in names:
-                found = tool_dir(tool, self.versions, self.cache) / binary
+        for tool in TOOLS.values():
+            if binary in tool.binaries:
+                found = tool_dir(tool.name, self.versions, self.cache) / binary
                 if not os.access(found, os.X_OK):
-                    build = _BUILT_SEPARATELY.get(tool, "make binaries")
+                    version = self.versions.get(tool.version_key, "")
                     raise MissingBinaryError(
-                        f"{binary} {self.versions.get(key, '?')} is not built (expected {found}); "
-                        f"run `{build}` in the repository root"
+                        f"{binary} {version} is not built (expected {found}); run "
+                        f"`make binaries` or `hack/build-binaries.sh {tool.name}` in the "
+                        "repository root"
                     )
                 return found
         raise ValueError(f"unknown binary {binary!r}")

@@ -2,8 +2,9 @@
 
 The package is installed editable from the project's workspace, so its sources sit in the
 checkout beside what it builds from: the Dockerfiles of the cluster's images, the kind
-node's files, the runtime wrapper, the node tools' Go module, the pinned tool versions and
-the chart. Every module reads those paths here. `TFJOB_CHECKOUT` names another checkout.
+node's files, the runtime wrapper, the node tools' Go module, the Go-built tools and their
+pinned versions, and the chart. Every module reads those paths here. `TFJOB_CHECKOUT` names
+another checkout.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ KIND_NODE_FILES = LOCALCLUSTER / "kind" / "node"
 RUNTIME_WRAPPER = LOCALCLUSTER / "runtime" / "runc-without-sys-resource"
 #: The Go module of the node tools (pause, the fake GPU device plugin).
 NODETOOLS = LOCALCLUSTER / "nodetools"
+#: The Go-built tools, how each is built and what binaries it makes (hack/build-binaries.sh
+#: builds from it).
+GO_TOOLS = ROOT / "hack" / "go-tools.txt"
 #: The pinned versions of the Go-built tools (hack/build-binaries.sh reads them too).
 VERSIONS_ENV = ROOT / "hack" / "versions.env"
 CHART = ROOT / "charts" / "tfjob-operator"
