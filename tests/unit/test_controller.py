@@ -330,8 +330,8 @@ def test_a_shown_child_ends_its_expectation() -> None:
     harness.reconcile()
     assert harness.calls("create pod") == []
     expected = harness.controller._expected[KEY]
-    assert expected.created_pods == {}
-    assert expected.created_services == {}
+    assert expected.pods.created == {}
+    assert expected.services.created == {}
 
 
 def test_success_is_written_before_the_clean_up_which_goes_in_one_request_per_kind() -> None:

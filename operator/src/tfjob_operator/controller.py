@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import defaultdict
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,7 +24,8 @@ from typing import Any, Final, Protocol
 
 from . import timeutil
 from .api import JobRef
-from .decide import Deletion, JobView, Plan, decide, decide_name_taken, name_order
+from .children import ChildKind, Children, ChildWrites, Pending
+from .decide import JobView, Plan, decide, decide_name_taken, name_order
 from .errors import ApiError
 from .events import NORMAL, WARNING, Event, EventSeries, event_object, repeat_patch
 from .gang import USUAL_GANG_SCHEDULERS, GangSchedulers
@@ -56,11 +56,6 @@ logger = logging.getLogger(__name__)
 CONFLICT_RETRY_SECONDS: Final = 0.5
 MAX_ERROR_BACKOFF_SECONDS: Final = 60.0
 EXPECTATION_TTL_SECONDS: Final = 30.0
-#: A collection delete names every child it must keep in its field selector; past this
-#: many, the children are deleted one by one instead.
-MAX_KEPT_IN_COLLECTION_DELETE: Final = 50
-#: A clean-up that failed is decided again after this long.
-CLEANUP_RETRY_SECONDS: Final = 5.0
 #: Progress (see status.py) waits at most this long, so that one write carries the pod
 #: counts and conditions of a busy second instead of one write per watch event.
 PROGRESS_WRITE_DELAY_SECONDS: Final = 2.0
@@ -154,12 +149,8 @@ class Expectations:
     from the status it has just replaced.
     """
 
-    #: Names created, with the monotonic time of the create: the cache may never show a
-    #: pod that was deleted right after, so an expectation lapses after a while.
-    created_pods: dict[str, float] = field(default_factory=dict)
-    created_services: dict[str, float] = field(default_factory=dict)
-    deleted_pods: set[str] = field(default_factory=set)
-    deleted_services: set[str] = field(default_factory=set)
+    pods: Pending = field(default_factory=Pending)
+    services: Pending = field(default_factory=Pending)
     #: resourceVersion of the TFJob our last status write replaced.
     replaced_version: str | None = None
     #: The TensorBoard's children created, by (kind, name), with when (tensorboard.py).
@@ -174,9 +165,6 @@ class Expectations:
         self.created_boards[(kind, name)] = now
         return True
 
-    def deleted(self, kind: str) -> set[str]:
-        return self.deleted_pods if kind == "pod" else self.deleted_services
-
     def skip_pending(
         self,
         plan: Plan,
@@ -186,23 +174,23 @@ class Expectations:
     ) -> None:
         """Forgets what the cache now shows (or what lapsed) and drops writes in flight."""
         lapsed = now - EXPECTATION_TTL_SECONDS
-        for created, seen in (
-            (self.created_pods, {p.name for p in pods}),
-            (self.created_services, {s.name for s in services}),
+        for pending, seen in (
+            (self.pods, {p.name for p in pods}),
+            (self.services, {s.name for s in services}),
         ):
-            for name in [n for n, at in created.items() if n in seen or at < lapsed]:
-                del created[name]
-        self.deleted_pods &= {p.uid for p in pods if not p.terminating}
-        self.deleted_services &= {s.uid for s in services}
+            for name in [n for n, at in pending.created.items() if n in seen or at < lapsed]:
+                del pending.created[name]
+        self.pods.deleted &= {p.uid for p in pods if not p.terminating}
+        self.services.deleted &= {s.uid for s in services}
         plan.create_pods = [
-            p for p in plan.create_pods if p["metadata"]["name"] not in self.created_pods
+            p for p in plan.create_pods if p["metadata"]["name"] not in self.pods.created
         ]
         plan.create_services = [
-            s for s in plan.create_services if s["metadata"]["name"] not in self.created_services
+            s for s in plan.create_services if s["metadata"]["name"] not in self.services.created
         ]
-        plan.delete_pods = [d for d in plan.delete_pods if d.uid not in self.deleted_pods]
+        plan.delete_pods = [d for d in plan.delete_pods if d.uid not in self.pods.deleted]
         plan.delete_services = [
-            d for d in plan.delete_services if d.uid not in self.deleted_services
+            d for d in plan.delete_services if d.uid not in self.services.deleted
         ]
 
 
@@ -339,13 +327,9 @@ class Controller:
             self.metrics.job_state(key, job.status.get("state") or "Created")
         for event in plan.events:
             self._record(job, event)
-        known = {
-            "pod": {p.name for p in pods} | set(expected.created_pods),
-            "service": {s.name for s in services} | set(expected.created_services),
-        }
         await self._apply_workload(job, plan)
         await self._apply_pod_groups(job, plan)
-        await self._apply_children(job, plan, expected, known, refusals)
+        await self._apply_children(job, plan, expected, pods, services, refusals)
         await self._apply_board(job, board, expected)
         if plan.delete_job and await self.writes.delete_job(job.ref):
             self._record(
@@ -599,122 +583,41 @@ class Controller:
         job: JobView,
         plan: Plan,
         expected: Expectations,
-        known: Mapping[str, Collection[str]],
+        pods: Sequence[PodObservation],
+        services: Sequence[ServiceObservation],
         refusals: Refusals,
     ) -> None:
-        """Creates and deletes children concurrently; one event per kind of action.
-
-        Events name every child an action touched rather than one event per child: a
-        job of a hundred workers gets a readable `kubectl describe`, and the API server
-        half the requests. `known` holds the names of the job's pods and services the
-        operator knows of, which a collection delete must keep unless it deletes them. A
-        child the API server refuses goes to `refusals` (refusals.py), not up as an error.
-        """
-        namespace = job.ref.namespace
-        done: dict[tuple[str, str], list[str]] = defaultdict(list)
-
-        def deleted(kind: str, name: str, why: str) -> None:
-            if kind == "pod":
-                self.metrics.pods_deleted.inc()
-            done[(f"SuccessfulDelete{kind.title()}", f"Deleted {kind}s {{}}: {why}")].append(name)
-
-        async def delete(kind: str, deletion: Deletion) -> None:
-            write = self.writes.delete_pod if kind == "pod" else self.writes.delete_service
-            try:
-                if await write(namespace, deletion.name, deletion.uid):
-                    deleted(kind, deletion.name, deletion.why)
-            except Exception:
-                # Not in flight any more: the next decision deletes it again.
-                expected.deleted(kind).discard(deletion.uid)
-                raise
-
-        async def delete_together(kind: str, deletions: Sequence[Deletion]) -> None:
-            names = {d.name for d in deletions}
-            keep = set(known[kind]) - names
-            try:
-                gone = await self.writes.delete_collection(namespace, f"{kind}s", job.ref.uid, keep)
-            except ApiError as error:
-                if error.status not in (403, 405):
-                    expected.deleted(kind).difference_update(d.uid for d in deletions)
-                    raise
-                # An API server or a role without deletecollection: one by one, then.
-                logger.debug("collection delete of %ss refused (%s)", kind, error)
-                await asyncio.gather(*(delete(kind, d) for d in deletions))
-            else:
-                for name, uid in gone:
-                    expected.deleted(kind).add(uid)
-                    deleted(kind, name, deletions[0].why)
-            report()
-
-        def report() -> None:
-            """One event per kind of action done so far, naming every child it touched."""
-            for (reason, template), names in done.items():
-                message = template.format(", ".join(sorted(names)))
-                self._record(job, Event(NORMAL, reason, message))
-            done.clear()
-
-        async def clean_up(kind: str, deletions: Sequence[Deletion]) -> None:
-            """A finished job's clean-up, run beside the job's worker: it waits behind other
-            jobs' decisions and must not hold a reconcile slot meanwhile."""
-            try:
-                await delete_together(kind, deletions)
-            except Exception as error:
-                logger.warning(
-                    "clean-up of %ss of tfjob %s/%s failed (%s); retrying in %.0fs",
-                    kind,
-                    namespace,
-                    job.ref.name,
-                    error,
-                    CLEANUP_RETRY_SECONDS,
-                )
-                await asyncio.sleep(CLEANUP_RETRY_SECONDS)
-                self.notify((namespace, job.ref.name))
-
-        async def create(kind: str, child: Mapping[str, Any]) -> None:
-            name = child["metadata"]["name"]
-            write = self.writes.create_pod if kind == "pod" else self.writes.create_service
-            try:
-                created = await write(namespace, child)
-            except ApiError as error:
-                if error.namespace_terminating:
-                    # As Kubernetes' own controllers do: not a failure, and no retry. The
-                    # namespace's deletion removes the job, which ends its worker.
-                    logger.debug("not creating %s %s/%s: %s", kind, namespace, name, error)
-                    return
-                if not error.refused:
-                    self._record(job, Event(WARNING, f"FailedCreate{kind.title()}", str(error)))
-                    raise
-                self._refused(job, kind, child, error, refusals)
-                return
-            refusals.accepted((kind, name))
-            pending = expected.created_pods if kind == "pod" else expected.created_services
-            pending[name] = self.clock.monotonic()
-            if created:
-                counter = (
-                    self.metrics.pods_created if kind == "pod" else self.metrics.services_created
-                )
-                counter.inc()
-                done[(f"SuccessfulCreate{kind.title()}", f"Created {kind}s {{}}")].append(name)
-
-        calls: list[Awaitable[None]] = []
-        for kind, deletions in (("pod", plan.delete_pods), ("service", plan.delete_services)):
-            expected.deleted(kind).update(d.uid for d in deletions)
-            together = [d for d in deletions if d.collectable]
-            if (
-                len(together) < 2
-                or len(set(known[kind])) - len(together) > MAX_KEPT_IN_COLLECTION_DELETE
-            ):
-                together = []
-            else:
-                self._spawn(clean_up(kind, together))
-            calls += [delete(kind, d) for d in deletions if d not in together]
-        calls += [create("service", s) for s in plan.create_services]
-        calls += [create("pod", p) for p in plan.create_pods]
-        results = await asyncio.gather(*calls, return_exceptions=True)
-        report()
-        errors = [r for r in results if isinstance(r, BaseException)]
-        if errors:
-            raise errors[0]
+        """The plan's creates and deletes of the job's pods and services (children.py);
+        the names known are the cache's and those created that it does not show yet."""
+        await ChildWrites(job.ref, _ChildrenHost(self, job, refusals)).apply(
+            [
+                Children(
+                    ChildKind(
+                        "pod",
+                        self.writes.create_pod,
+                        self.writes.delete_pod,
+                        self.metrics.pods_created,
+                        self.metrics.pods_deleted,
+                    ),
+                    plan.create_pods,
+                    plan.delete_pods,
+                    expected.pods,
+                    {p.name for p in pods} | set(expected.pods.created),
+                ),
+                Children(
+                    ChildKind(
+                        "service",
+                        self.writes.create_service,
+                        self.writes.delete_service,
+                        self.metrics.services_created,
+                    ),
+                    plan.create_services,
+                    plan.delete_services,
+                    expected.services,
+                    {s.name for s in services} | set(expected.services.created),
+                ),
+            ]
+        )
 
     def _refused(
         self,
@@ -747,6 +650,39 @@ class Controller:
             job.ref.name,
             refusal.describe(),
             refusals.retry_in((kind, name), self.clock.monotonic()),
+        )
+
+
+class _ChildrenHost:
+    """The controller, for one job's children writes (children.py)."""
+
+    def __init__(self, controller: Controller, job: JobView, refusals: Refusals) -> None:
+        self.controller = controller
+        self.job = job
+        self.refusals = refusals
+
+    def record(self, event: Event) -> None:
+        self.controller._record(self.job, event)
+
+    def accepted(self, noun: str, name: str) -> None:
+        self.refusals.accepted((noun, name))
+
+    def refused(self, noun: str, child: Mapping[str, Any], error: ApiError) -> None:
+        self.controller._refused(self.job, noun, child, error, self.refusals)
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        self.controller._spawn(work)
+
+    def decide_again(self) -> None:
+        self.controller.notify((self.job.ref.namespace, self.job.ref.name))
+
+    def monotonic(self) -> float:
+        return self.controller.clock.monotonic()
+
+    async def delete_collection(self, noun: str, keep: Collection[str]) -> list[tuple[str, str]]:
+        ref = self.job.ref
+        return await self.controller.writes.delete_collection(
+            ref.namespace, f"{noun}s", ref.uid, keep
         )
 
 
