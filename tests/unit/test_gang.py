@@ -16,10 +16,14 @@ from tfjob_operator.gang import (
     USUAL_GANG_SCHEDULERS,
     VOLCANO,
     GangSchedulers,
+    gate,
     job_gang,
+    released,
+    render_pod_group,
+    why_waiting,
 )
 from tfjob_operator.observe import PodGroupObservation, observe_pod_group
-from tfjob_operator.render import render_pod, render_pod_group
+from tfjob_operator.render import render_pod
 from tfjob_operator.spec import InvalidSpec, Replica, parse_spec
 
 from .test_controller import KEY, Harness
@@ -388,3 +392,62 @@ def test_volcanos_word_on_its_pod_group_is_reported_until_the_group_runs() -> No
     assert running["reason"] == "GangUnschedulable"
     assert running["message"].endswith("together)): 2/2 tasks in gang unschedulable")
     assert volcano_group("Running").unschedulable is None
+
+
+def test_the_gate_makes_the_pod_group_first_and_lets_the_pods_start_once_it_is_seen() -> None:
+    gang = job_gang(parse_spec("mnist", gang_spec(workers=2)), USUAL_GANG_SCHEDULERS)
+    assert gate(JOB, None, []).pods_may_start  # not gang-scheduled: no gate
+    first = gate(JOB, gang, [])
+    assert not first.pods_may_start
+    assert first.create_pod_group is not None
+    assert first.create_pod_group["spec"] == {"minMember": 2}
+    # An earlier job's PodGroup of the name is going away: nothing is made until it has.
+    earlier = gate(JOB, gang, [observed_group("uid-0", minMember=4)])
+    assert (earlier.pods_may_start, earlier.create_pod_group) == (False, None)
+    # Its own, from before the replicas changed: patched, and the pods wait for the change.
+    stale = gate(JOB, gang, [observed_group(minMember=3)])
+    assert not stale.pods_may_start
+    assert stale.patch_pod_group is not None
+    assert stale.patch_pod_group[1] == {"spec": {"minMember": 2}}
+    assert gate(JOB, gang, [observed_group(minMember=2)]) == gate(JOB, None, [])
+
+
+def test_a_gang_larger_than_its_job_never_lets_a_pod_start_and_says_why() -> None:
+    spec = gang_spec("volcano", workers=2, minAvailable=3)
+    gang = job_gang(parse_spec("mnist", spec), USUAL_GANG_SCHEDULERS)
+    assert gang is not None
+    assert gang.larger_than_job
+    seen = observed_group(api_version=VOLCANO.api_version, **render_pod_group(JOB, gang)["spec"])
+    assert not gate(JOB, gang, [seen]).pods_may_start
+    assert why_waiting(JOB, gang, [seen]) == (
+        "spec.runPolicy.schedulingPolicy.minAvailable is 3, more than the job's 2 replicas: "
+        "the gang cannot be complete until minAvailable is lowered"
+    )
+
+
+def test_the_pod_groups_say_why_a_gang_waits() -> None:
+    gang = job_gang(parse_spec("mnist", gang_spec("volcano")), USUAL_GANG_SCHEDULERS)
+    said = PodGroupObservation("mnist", "pg-1", JOB.uid, VOLCANO.api_version, {}, "1/2 fit")
+    assert why_waiting(JOB, gang, [said]) == "1/2 fit"
+    assert why_waiting(JOB, gang, [observed_group(api_version=VOLCANO.api_version)]) is None
+    assert why_waiting(JOB, None, [said]) is None
+
+
+def test_pod_groups_are_released_when_finished_suspended_or_of_another_scheduler() -> None:
+    plugins, volcano = observed_group(), observed_group(api_version=VOLCANO.api_version)
+    others = observed_group("uid-0")
+    groups = [plugins, volcano, others]
+    gang = job_gang(parse_spec("mnist", gang_spec()), USUAL_GANG_SCHEDULERS)
+    assert released(JOB, gang, groups, finished=False, suspended=False) == [
+        (volcano, "the TFJob is not gang-scheduled by it any more")
+    ]
+    assert released(JOB, gang, groups, finished=True, suspended=False) == [
+        (plugins, "the TFJob has finished"),
+        (volcano, "the TFJob has finished"),
+    ]
+    assert [why for _, why in released(JOB, gang, groups, finished=False, suspended=True)] == [
+        "the TFJob is suspended"
+    ] * 2
+    assert released(JOB, None, [plugins], finished=False, suspended=False) == [
+        (plugins, "the TFJob is not gang-scheduled by it any more")
+    ]

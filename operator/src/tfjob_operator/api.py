@@ -9,7 +9,7 @@ the labels and controller names that API's own clients select on.
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Any, Final
 
 VERSION: Final = "v1"
 KIND: Final = "TFJob"
@@ -219,3 +219,14 @@ class JobRef:
     name: str
     uid: str
     api: TFJobApi = TFJOB_DEV
+
+    def owner_reference(self) -> dict[str, Any]:
+        """The reference by which each of the job's children is owned, and collected with it."""
+        return {
+            "apiVersion": self.api.api_version,
+            "kind": KIND,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }

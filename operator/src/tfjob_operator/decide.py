@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from . import conditions as cond
+from . import gang as gang_scheduling
 from . import status as status_of
 from .api import (
     KUEUE_PRIORITY_CLASS_LABEL,
@@ -36,7 +37,6 @@ from .api import (
 from .api import CleanPodPolicy as Clean
 from .events import NORMAL, WARNING, Event
 from .failure_policy import is_retryable, past_backoff_limit, restart_group
-from .gang import USUAL_GANG_SCHEDULERS, Gang, GangSchedulers, job_gang, pod_group_spec
 from .limits import INVALID_POD_GRACE_SECONDS
 from .observe import (
     Failure,
@@ -55,7 +55,7 @@ from .queueing import (
     withdrawn,
 )
 from .refusals import Refusal
-from .render import render_pod, render_pod_group, render_service
+from .render import render_pod, render_service
 from .spec import REPLICA_ORDER, InvalidSpec, JobSpec, Replica, parse_spec
 from .success_policy import leader_succeeded
 from .tfconfig import JobConfigs, job_configs
@@ -164,7 +164,7 @@ def decide(
     workloads: Sequence[WorkloadObservation] = (),
     *,
     pod_groups: Sequence[PodGroupObservation] = (),
-    gangs: GangSchedulers = USUAL_GANG_SCHEDULERS,
+    gangs: gang_scheduling.GangSchedulers = gang_scheduling.USUAL_GANG_SCHEDULERS,
     flavors: Mapping[str, FlavorObservation] | None = None,
     refusals: Sequence[Refusal] = (),
     invalid_grace_seconds: float = INVALID_POD_GRACE_SECONDS,
@@ -261,9 +261,9 @@ class _Decision:
         #: Replicas whose pods this decision creates.
         self.creating: list[Replica] = []
         self.pod_groups: list[PodGroupObservation] = []
-        self.gangs = USUAL_GANG_SCHEDULERS
+        self.gangs = gang_scheduling.USUAL_GANG_SCHEDULERS
         #: The job's gang, once the spec is known to have one.
-        self.gang: Gang | None = None
+        self.gang: gang_scheduling.Gang | None = None
         #: The API server's refusals of children rendered from this spec (refusals.py).
         self.refusals: list[Refusal] = []
         self.invalid_grace = timedelta(seconds=INVALID_POD_GRACE_SECONDS)
@@ -281,7 +281,7 @@ class _Decision:
             self._expire(spec)
             return self._plan_with_status(spec)
         try:
-            self.gang = job_gang(spec, self.gangs)
+            self.gang = gang_scheduling.job_gang(spec, self.gangs)
         except InvalidSpec as error:
             return self._invalid(error)
         if spec.run_policy.suspend:
@@ -381,7 +381,7 @@ class _Decision:
         refused = self._refused(desired)
         if refused and self._fail_if_refused_for_good(spec, refused[0]):
             return self._plan_with_status(spec)
-        gang_ready = self._plan_pod_group()
+        gang_ready = self._gang_gate()
         self._create_missing(spec, configs, desired, current, stale, pods_wait=not gang_ready)
         self._report_progress(spec, desired, current, stale, refused)
         return self._plan_with_status(spec)
@@ -610,48 +610,12 @@ class _Decision:
 
     # -- children -----------------------------------------------------------------------------
 
-    def _plan_pod_group(self) -> bool:
-        """Creates or updates the gang's PodGroup; False while the pods must wait for it.
-
-        Pods are created only once the watch shows the PodGroup as the gang wants it. The
-        gang scheduler reads PodGroups from a cache of its own, which an event about them
-        may overtake (scheduler-plugins' Coscheduling does): a pod it sees first is judged
-        against no PodGroup, or the old one, and is parked as unschedulable until some
-        later event or its periodic flush, minutes on. So the PodGroup goes first and the
-        pods follow once it has come back through a watch. No pods are made while the
-        gang is larger than the job: none could be placed. A PodGroup of the same name
-        owned by an earlier TFJob is going away with it: the pods wait until it has.
-        """
-        gang = self.gang
-        if gang is None:
-            return True
-        named = [g for g in self.pod_groups if g.api_version == gang.api.api_version]
-        own = next((g for g in named if g.owner_uid == self.ref.uid), None)
-        if own is None:
-            if not named:
-                self.plan.create_pod_group = render_pod_group(self.ref, gang)
-            return False
-        changed = {k: v for k, v in pod_group_spec(gang).items() if own.spec.get(k) != v}
-        if changed:
-            self.plan.patch_pod_group = (own, {"spec": changed})
-            return False
-        return not gang.larger_than_job
-
-    def _release_pod_groups(self) -> None:
-        """Deletes the job's PodGroups it no longer needs: all once it has finished or is
-        suspended (recreated on resume), else those of a scheduler it no longer uses."""
-        if cond.is_finished(self.conditions):
-            wanted, why = None, "the TFJob has finished"
-        elif cond.is_true(self.conditions, ConditionType.SUSPENDED):
-            wanted, why = None, "the TFJob is suspended"
-        else:
-            wanted = self.gang.api.api_version if self.gang is not None else None
-            why = "the TFJob is not gang-scheduled by it any more"
-        self.plan.delete_pod_groups = [
-            (g, why)
-            for g in self.pod_groups
-            if g.owner_uid == self.ref.uid and g.api_version != wanted
-        ]
+    def _gang_gate(self) -> bool:
+        """The gang's PodGroup writes (gang.gate); False while the pods must wait."""
+        gate = gang_scheduling.gate(self.ref, self.gang, self.pod_groups)
+        self.plan.create_pod_group = gate.create_pod_group
+        self.plan.patch_pod_group = gate.patch_pod_group
+        return gate.pods_may_start
 
     def _create_missing(
         self,
@@ -772,17 +736,9 @@ class _Decision:
             for key in sorted(current)
             if current[key].waiting_reason is not None and current[key].active
         ]
-        said = next((g.unschedulable for g in self.pod_groups if g.owner_uid == self.ref.uid), None)
-        if self.gang is not None and self.gang.larger_than_job:
-            # Accepted under kubeflow.org, as Kubeflow accepts it (tfjob.dev's CRD refuses it).
-            reason, series = "GangUnschedulable", "gang"
-            message = (
-                f"spec.runPolicy.schedulingPolicy.minAvailable is {self.gang.min_member}, more "
-                f"than the job's {spec.total_replicas} replicas: the gang cannot be complete "
-                "until minAvailable is lowered"
-            )
-        elif self.gang is not None and said is not None:
-            reason, message, series = "GangUnschedulable", said, "gang"
+        gang_says = gang_scheduling.why_waiting(self.ref, self.gang, self.pod_groups)
+        if gang_says is not None:
+            reason, message, series = gang_scheduling.GANG_UNSCHEDULABLE, gang_says, "gang"
         elif waiting:
             key, pod = waiting[0]
             reason = pod.waiting_reason or "Pending"
@@ -793,9 +749,12 @@ class _Decision:
         else:
             self._starting()
             return
-        if self.gang is not None and reason in ("Unschedulable", "GangUnschedulable"):
-            reason = "GangUnschedulable"
-            message = f"The gang cannot be placed ({self.gang.describe(self.ref.name)}): {message}"
+        if self.gang is not None and reason in (
+            "Unschedulable",
+            gang_scheduling.GANG_UNSCHEDULABLE,
+        ):
+            reason = gang_scheduling.GANG_UNSCHEDULABLE
+            message = self.gang.cannot_place(self.ref.name, message)
         # An event on the transition only: the message follows whichever pod the scheduler
         # reported on last, and must not repeat the event each time. The kubelet's reasons
         # alternate (ErrImagePull, ImagePullBackOff): each one's events of a replica are one
@@ -819,7 +778,13 @@ class _Decision:
 
     def _plan_with_status(self, spec: JobSpec | None) -> Plan:
         """Builds the status; it goes into the plan only if something in it changed."""
-        self._release_pod_groups()
+        self.plan.delete_pod_groups = gang_scheduling.released(
+            self.ref,
+            self.gang,
+            self.pod_groups,
+            finished=cond.is_finished(self.conditions),
+            suspended=cond.is_true(self.conditions, ConditionType.SUSPENDED),
+        )
         replicas = status_of.replica_statuses(
             self.ref,
             list(spec.replica_specs) if spec else [],

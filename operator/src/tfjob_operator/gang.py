@@ -16,12 +16,13 @@ one are an error, not silently ignored.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from . import quantity
-from .api import GroupVersion, ReplicaType
+from .api import LABEL_CONTROLLER_UID, LABEL_JOB_NAME, GroupVersion, JobRef, ReplicaType
+from .observe import PodGroupObservation
 from .spec import InvalidSpec, JobSpec, Replica
 
 #: The scheduler names the two gang schedulers are deployed under by default.
@@ -120,6 +121,10 @@ class Gang:
             f"PodGroup {pod_group_name(job_name)} ({self.api.title}, "
             f"{self.min_member} pods together)"
         )
+
+    def cannot_place(self, job_name: str, why: str) -> str:
+        """A scheduler's word that a pod cannot be placed, said of the gang."""
+        return f"The gang cannot be placed ({self.describe(job_name)}): {why}"
 
 
 def pod_group_name(job_name: str) -> str:
@@ -255,3 +260,93 @@ def join_gang(pod: dict[str, Any], job_name: str, replica: Replica, gang: Gang) 
         annotations[gang.api.task_annotation] = replica.type.label
     if annotations:
         metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
+
+
+def render_pod_group(job: JobRef, gang: Gang) -> dict[str, Any]:
+    """The PodGroup the gang's scheduler places the job's pods by."""
+    return {
+        "apiVersion": gang.api.api_version,
+        "kind": "PodGroup",
+        "metadata": {
+            "name": pod_group_name(job.name),
+            "namespace": job.namespace,
+            "labels": {LABEL_JOB_NAME: job.name, LABEL_CONTROLLER_UID: job.uid},
+            "ownerReferences": [job.owner_reference()],
+        },
+        "spec": pod_group_spec(gang),
+    }
+
+
+#: The reason of a job's Running=False condition and event while its gang cannot be placed.
+GANG_UNSCHEDULABLE: Final = "GangUnschedulable"
+
+
+@dataclass(frozen=True)
+class GangGate:
+    """The gang's part of a decision: whether the job's pods may be created now, and the
+    PodGroup write that leads there."""
+
+    pods_may_start: bool
+    create_pod_group: dict[str, Any] | None = None
+    patch_pod_group: tuple[PodGroupObservation, dict[str, Any]] | None = None
+
+
+def gate(job: JobRef, gang: Gang | None, pod_groups: Sequence[PodGroupObservation]) -> GangGate:
+    """Creates or updates the gang's PodGroup; the pods wait until the watch shows it as the
+    gang wants it.
+
+    The gang scheduler reads PodGroups from a cache of its own, which an event about them
+    may overtake (scheduler-plugins' Coscheduling does): a pod it sees first is judged
+    against no PodGroup, or the old one, and is parked as unschedulable until some later
+    event or its periodic flush, minutes on. So the PodGroup goes first and the pods follow
+    once it has come back through a watch. No pods are made while the gang is larger than
+    the job: none could be placed. A PodGroup of the same name owned by an earlier TFJob is
+    going away with it: the pods wait until it has.
+    """
+    if gang is None:
+        return GangGate(pods_may_start=True)
+    named = [g for g in pod_groups if g.api_version == gang.api.api_version]
+    own = next((g for g in named if g.owner_uid == job.uid), None)
+    if own is None:
+        return GangGate(False, create_pod_group=None if named else render_pod_group(job, gang))
+    changed = {k: v for k, v in pod_group_spec(gang).items() if own.spec.get(k) != v}
+    if changed:
+        return GangGate(False, patch_pod_group=(own, {"spec": changed}))
+    return GangGate(pods_may_start=not gang.larger_than_job)
+
+
+def released(
+    job: JobRef,
+    gang: Gang | None,
+    pod_groups: Sequence[PodGroupObservation],
+    *,
+    finished: bool,
+    suspended: bool,
+) -> list[tuple[PodGroupObservation, str]]:
+    """The job's PodGroups it no longer needs, and why: all once it has finished or is
+    suspended (made again on resume), else those of a scheduler it no longer uses."""
+    if finished:
+        wanted, why = None, "the TFJob has finished"
+    elif suspended:
+        wanted, why = None, "the TFJob is suspended"
+    else:
+        wanted = gang.api.api_version if gang is not None else None
+        why = "the TFJob is not gang-scheduled by it any more"
+    return [(g, why) for g in pod_groups if g.owner_uid == job.uid and g.api_version != wanted]
+
+
+def why_waiting(
+    job: JobRef, gang: Gang | None, pod_groups: Sequence[PodGroupObservation]
+) -> str | None:
+    """Why the gang cannot be placed, as its own size or its PodGroup says; None if
+    neither does (scheduler-plugins says it on the pods)."""
+    if gang is None:
+        return None
+    if gang.larger_than_job:
+        # Accepted under kubeflow.org, as Kubeflow accepts it (tfjob.dev's CRD refuses it).
+        return (
+            f"spec.runPolicy.schedulingPolicy.minAvailable is {gang.min_member}, more than "
+            f"the job's {gang.job_replicas} replicas: the gang cannot be complete until "
+            "minAvailable is lowered"
+        )
+    return next((g.unschedulable for g in pod_groups if g.owner_uid == job.uid), None)

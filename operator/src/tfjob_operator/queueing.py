@@ -57,7 +57,6 @@ from .api import (
     TFJobApi,
 )
 from .observe import FlavorObservation, PriorityClass, WorkloadObservation
-from .render import owner_reference
 from .spec import JobSpec
 
 
@@ -162,7 +161,7 @@ def render_workload(
                 LABEL_JOB_NAME: job.name,
                 LABEL_CONTROLLER_UID: job.uid,
             },
-            "ownerReferences": [owner_reference(job)],
+            "ownerReferences": [job.owner_reference()],
         },
         "spec": {
             "queueName": queue,

@@ -1,4 +1,4 @@
-"""Pods, headless Services and the PodGroup of a TFJob, built as plain data from the spec."""
+"""Pods and headless Services of a TFJob, built as plain data from the spec."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any
 from .api import (
     CONTAINER_NAME,
     GPU_RESOURCE,
-    KIND,
     LABEL_CLUSTER_DIGEST,
     LABEL_CONTROLLER_UID,
     LABEL_GENERATION,
@@ -22,20 +21,9 @@ from .api import (
     JobRef,
     RestartPolicy,
 )
-from .gang import Gang, join_gang, pod_group_name, pod_group_spec
+from .gang import Gang, join_gang
 from .spec import JobSpec, Replica
 from .tfconfig import JobConfigs, job_configs, tensorflow_port
-
-
-def owner_reference(job: JobRef) -> dict[str, Any]:
-    return {
-        "apiVersion": job.api.api_version,
-        "kind": KIND,
-        "name": job.name,
-        "uid": job.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
 
 
 def selector_labels(job_name: str, replica: Replica) -> dict[str, str]:
@@ -90,7 +78,7 @@ def render_pod(
         "name": replica.name(job.name),
         "namespace": job.namespace,
         "labels": labels,
-        "ownerReferences": [owner_reference(job)],
+        "ownerReferences": [job.owner_reference()],
     }
     if metadata.get("annotations"):
         pod_metadata["annotations"] = metadata["annotations"]
@@ -113,21 +101,6 @@ def render_pod(
     return pod
 
 
-def render_pod_group(job: JobRef, gang: Gang) -> dict[str, Any]:
-    """The PodGroup the gang's scheduler places the job's pods by (gang.py)."""
-    return {
-        "apiVersion": gang.api.api_version,
-        "kind": "PodGroup",
-        "metadata": {
-            "name": pod_group_name(job.name),
-            "namespace": job.namespace,
-            "labels": {LABEL_JOB_NAME: job.name, LABEL_CONTROLLER_UID: job.uid},
-            "ownerReferences": [owner_reference(job)],
-        },
-        "spec": pod_group_spec(gang),
-    }
-
-
 def render_service(job: JobRef, spec: JobSpec, replica: Replica) -> dict[str, Any]:
     """A headless Service per replica, so `<job>-<type>-<i>.<ns>.svc` resolves to its pod.
 
@@ -143,7 +116,7 @@ def render_service(job: JobRef, spec: JobSpec, replica: Replica) -> dict[str, An
             "name": replica.name(job.name),
             "namespace": job.namespace,
             "labels": replica_labels(job, spec, replica),
-            "ownerReferences": [owner_reference(job)],
+            "ownerReferences": [job.owner_reference()],
         },
         "spec": {
             "clusterIP": "None",

@@ -12,8 +12,8 @@ import yaml
 from . import published
 from .api import APIS, KIND, JobRef, api_of
 from .decide import JobView
-from .gang import USUAL_GANG_SCHEDULERS, job_gang
-from .render import render_pod, render_pod_group, render_service
+from .gang import USUAL_GANG_SCHEDULERS, job_gang, render_pod_group
+from .render import render_pod, render_service
 from .spec import InvalidSpec, parse_spec
 from .tensorboard import InvalidBoard, board_spec, render_board
 

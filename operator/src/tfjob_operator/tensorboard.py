@@ -43,7 +43,6 @@ from .api import (
 from .decide import JobView
 from .events import WARNING, Event
 from .observe import controller_uid
-from .render import owner_reference
 from .spec import JobSpec
 from .timeutil import from_rfc3339, to_rfc3339
 
@@ -271,7 +270,7 @@ def render_board(
         "name": name,
         "namespace": job.namespace,
         "labels": {**selector, LABEL_TENSORBOARD_DIGEST: digest[:16]},
-        "ownerReferences": [owner_reference(job)],
+        "ownerReferences": [job.owner_reference()],
     }
     deployment = {
         "apiVersion": "apps/v1",
