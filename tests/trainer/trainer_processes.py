@@ -23,6 +23,9 @@ from tfjob_localcluster.controlplane import free_ports
 from tfjob_trainer.results import parse_results
 
 TRAIN = str(Path(sys.executable).with_name("tfjob-train"))
+#: Runs a command as the first process (pid 1) of a new PID namespace; it exits as that
+#: process does, and that process is killed if it is killed.
+FIRST_PROCESS = ["unshare", "--pid", "--fork", "--kill-child"]
 
 
 def tf_config(cluster: dict[str, list[str]], task_type: str, index: int) -> str:
@@ -56,8 +59,18 @@ class Task:
         return parse_results(self.log.splitlines())
 
     def signal(self, signum: int) -> None:
+        """Signals the task; one run as a PID namespace's first process (`first_process`)
+        gets it as a container's does, from outside its namespace."""
         if self.returncode is None:
-            os.kill(self.process.pid, signum)
+            os.kill(self.first_process or self.process.pid, signum)
+
+    @property
+    def first_process(self) -> int | None:
+        """The host's pid of the namespace's first process, for a task started in one."""
+        if Path(self.process.args[0]).name != "unshare":  # type: ignore[index]
+            return None
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        return int(children.read_text().split()[0])
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -121,7 +134,16 @@ class LocalJob:
         }
         self.workdir.mkdir(parents=True, exist_ok=True)
 
-    def start(self, task_type: str, index: int = 0, extra: list[str] | None = None) -> Task:
+    def start(
+        self,
+        task_type: str,
+        index: int = 0,
+        extra: list[str] | None = None,
+        *,
+        first_process: bool = False,
+    ) -> Task:
+        """Starts a task; `first_process` runs it as the first process of a PID namespace
+        of its own, as a container runs its command."""
         name = f"{task_type}-{index}"
         previous = self.tasks.get(name)
         if previous is not None:
@@ -139,7 +161,7 @@ class LocalJob:
         }
         with log_path.open("wb") as log:
             process = subprocess.Popen(
-                [TRAIN, *self.args, *(extra or [])],
+                [*(FIRST_PROCESS if first_process else []), TRAIN, *self.args, *(extra or [])],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,

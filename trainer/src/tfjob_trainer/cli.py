@@ -1,17 +1,19 @@
 """`tfjob-train`: run this task's part of a TFJob.
 
-Configuration (flags, $TFJOB_STRATEGY, TF_CONFIG, the entry point) is validated before
-TensorFlow is imported, so a bad job fails in a fraction of a second with one line on
-stderr. Then: devices are configured, the strategy is created, and the role runs:
-ps/worker servers under ParameterServerStrategy, the evaluator, or training (built-in
-or --entrypoint).
+As a container's first process, it runs itself as a child (init.py), so that a pod
+deleted before the task's role has begun goes at once. Configuration (flags,
+$TFJOB_STRATEGY, TF_CONFIG, the entry point) is validated before TensorFlow is imported,
+so a bad job fails in a fraction of a second with one line on stderr. Then: devices are
+configured, the strategy is created, and the role runs: ps/worker servers under
+ParameterServerStrategy, the evaluator, or training (built-in or --entrypoint).
 
 Exit codes (the operator restarts on 42 and >= 128; see exit_codes.py):
     0    success, after the `TFJOB_RESULT {json}` line
     1    an error in training code (traceback on stderr)
     2    invalid configuration (one line on stderr)
     42   retryable: preempted after a checkpoint, a lost peer, evaluator timeout
-    143  a ParameterServerStrategy ps or worker server stopped by SIGTERM
+    143  stopped by SIGTERM: a ParameterServerStrategy ps or worker server, or any task
+         before its training started
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from tfjob_trainer import exit_codes
+from tfjob_trainer import exit_codes, init
 from tfjob_trainer.entrypoint import EntryFunction, load_entrypoint
 from tfjob_trainer.errors import ConfigError, RetryableError, one_line
 from tfjob_trainer.options import TrainerOptions, parse_options
@@ -44,6 +46,8 @@ _STARTED = time.monotonic()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None and init.is_first_process():
+        return init.run_as_child(init.this_command())
     _configure_logging()
     try:
         options = parse_options(sys.argv[1:] if argv is None else argv, os.environ)
@@ -84,12 +88,14 @@ def _run(options: TrainerOptions, config: TFConfig, entry: EntryFunction | None)
     if role in (Role.PS_SERVER, Role.WORKER_SERVER):
         from tfjob_trainer.server import serve_forever
 
+        init.role_begun()
         serve_forever(resolver)
     from tfjob_trainer.peers import PeerWatch
 
     with PeerWatch(config):
         strategy = tf_runtime.create_strategy(strategy_name, resolver, options, devices)
     ctx = _context(options, config, strategy_name, strategy, resolver)
+    init.role_begun()
     if entry is None:
         entry = _builtin(role)
     metrics = entry(ctx)

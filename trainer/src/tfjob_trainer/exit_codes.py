@@ -8,7 +8,8 @@
   lost peer (the MWMS collective aborted, UnavailableError, DeadlineExceeded from the
   collective timeout); a lost ps seen by the PSS coordinator; an evaluator that saw
   no new checkpoint for longer than its timeout.
-- 143: a ParameterServerStrategy ps or worker server stopped by SIGTERM (128 + 15).
+- 143: stopped by SIGTERM (128 + 15): a ParameterServerStrategy ps or worker server, or
+  any task before its training started (init.py).
 
 Why 42: TensorFlow's own preemption handling exits 42 outside Google Cloud, so a job
 that mixes our trainer with user code calling `PreemptionCheckpointHandler` speaks one
