@@ -38,6 +38,14 @@ def parser() -> argparse.ArgumentParser:
         help="seconds over which the jobs are submitted",
     )
     p.add_argument(
+        "--gap",
+        type=float,
+        nargs=2,
+        metavar=("MIN", "MAX"),
+        default=defaults.gap,
+        help="quiet seconds before each fault, drawn from MIN to MAX",
+    )
+    p.add_argument(
         "--settle",
         type=float,
         default=defaults.settle_seconds,
@@ -61,6 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         faults_per_kind=args.faults_per_kind,
         seed=args.seed,
         submit_within=args.submit_within,
+        gap=(args.gap[0], args.gap[1]),
         settle_seconds=args.settle,
     )
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -32,6 +32,10 @@ def test_a_short_chaos_run_loses_nothing(tmp_path: Path) -> None:
             f"--jobs={JOBS}",
             "--faults-per-kind=1",
             "--submit-within=20",
+            # Shorter quiet gaps than a full run's: one fault still ends before the next.
+            "--gap",
+            "2",
+            "6",
             "--settle=180",
             f"--output={output}",
         ],
