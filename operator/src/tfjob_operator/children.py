@@ -99,8 +99,10 @@ class ChildWrites:
         self._done: dict[tuple[str, str], list[str]] = defaultdict(list)
 
     async def apply(self, kinds: Sequence[Children]) -> None:
-        """Every kind's deletes, then creates, concurrently; the first error is raised
-        once all have run."""
+        """Every kind's deletes and creates, concurrently; the first error is raised once
+        all have run. Deletes start in the order of `kinds`, creates in the reverse order:
+        the controller passes pods, then services, so that services are created first and
+        a pod's peers' names resolve as early as they can."""
         calls: list[Awaitable[None]] = []
         for children in kinds:
             children.pending.deleted.update(d.uid for d in children.deletions)
@@ -113,7 +115,7 @@ class ChildWrites:
             else:
                 self.host.spawn(self._clean_up(children, together))
             calls += [self._delete(children, d) for d in children.deletions if d not in together]
-        for children in kinds:
+        for children in reversed(kinds):
             calls += [self._create(children, child) for child in children.creates]
         results = await asyncio.gather(*calls, return_exceptions=True)
         self._report()
