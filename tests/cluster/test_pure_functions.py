@@ -27,7 +27,6 @@ from tfjob_localcluster import (
     procs,
 )
 from tfjob_localcluster.binaries import (
-    TOOLS,
     Binaries,
     MissingBinaryError,
     Tool,
@@ -35,6 +34,7 @@ from tfjob_localcluster.binaries import (
     parse_tools,
     parse_versions,
     tool_dir,
+    tools,
 )
 from tfjob_localcluster.node import files, tunables
 from tfjob_localcluster.node.config import NodeConfig
@@ -88,8 +88,8 @@ def test_the_build_script_and_the_cluster_find_every_tool_in_the_same_place(
 ) -> None:
     """Both read hack/go-tools.txt; the node tools are versioned by the digest of their
     sources the script computes."""
-    assert set(TOOLS) >= {"kubernetes", "etcd", "kueue", "nodetools"}
-    for tool in TOOLS:
+    assert set(tools()) >= {"kubernetes", "etcd", "kueue", "nodetools"}
+    for tool in tools():
         printed = subprocess.run(
             [str(checkout.ROOT / "hack" / "build-binaries.sh"), "--print-dir", tool],
             capture_output=True,
@@ -110,13 +110,13 @@ def test_the_build_script_and_the_cluster_find_every_tool_in_the_same_place(
 
 
 def test_the_tools_table_names_each_tools_version_and_binaries() -> None:
-    tools = parse_tools(
+    table = parse_tools(
         "# name version recipe binaries\n"
         "kueue  KUEUE_VERSION  module:sigs.k8s.io/kueue  kueue=sigs.k8s.io/kueue/cmd/kueue\n"
         "\n"
         "nodetools  -  nodetools  pause gpu-device-plugin\n"
     )
-    assert tools == {
+    assert table == {
         "kueue": Tool("kueue", "KUEUE_VERSION", ("kueue",)),
         "nodetools": Tool("nodetools", "", ("pause", "gpu-device-plugin")),
     }
@@ -124,7 +124,7 @@ def test_the_tools_table_names_each_tools_version_and_binaries() -> None:
         parse_tools("kind KIND_VERSION install")
     # Every versioned tool's version is pinned.
     pinned = parse_versions(checkout.VERSIONS_ENV.read_text())
-    assert all(tool.version_key in pinned for tool in TOOLS.values() if tool.version_key)
+    assert all(tool.version_key in pinned for tool in tools().values() if tool.version_key)
 
 
 def test_containerd_serves_cri_with_cni_and_only_the_needed_runtime_wrapper() -> None:

@@ -47,6 +47,8 @@ class Task:
     process: subprocess.Popen[bytes]
     log_path: Path
     started: float
+    #: Started as the first process of a PID namespace of its own (FIRST_PROCESS).
+    in_namespace: bool = False
     returncode: int | None = None
     peak_rss_mb: float | None = None
     seconds: float | None = None
@@ -59,16 +61,13 @@ class Task:
         return parse_results(self.log.splitlines())
 
     def signal(self, signum: int) -> None:
-        """Signals the task; one run as a PID namespace's first process (`first_process`)
-        gets it as a container's does, from outside its namespace."""
+        """Signals the task; one run as a PID namespace's first process gets it as a
+        container's does, from outside its namespace."""
         if self.returncode is None:
-            os.kill(self.first_process or self.process.pid, signum)
+            os.kill(self._first_process() if self.in_namespace else self.process.pid, signum)
 
-    @property
-    def first_process(self) -> int | None:
-        """The host's pid of the namespace's first process, for a task started in one."""
-        if Path(self.process.args[0]).name != "unshare":  # type: ignore[index]
-            return None
+    def _first_process(self) -> int:
+        """The host's pid of the namespace's first process: `unshare`'s one child."""
         children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
         return int(children.read_text().split()[0])
 
@@ -168,7 +167,13 @@ class LocalJob:
                 cwd=self.workdir,
                 start_new_session=True,
             )
-        task = Task(name=name, process=process, log_path=log_path, started=time.monotonic())
+        task = Task(
+            name=name,
+            process=process,
+            log_path=log_path,
+            started=time.monotonic(),
+            in_namespace=first_process,
+        )
         self.tasks[name] = task
         return task
 

@@ -9,6 +9,7 @@ per tool and version: `<cache>/bin/<tool>-<version>/`. The project's own node to
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
@@ -43,7 +44,10 @@ def parse_tools(text: str) -> dict[str, Tool]:
     return tools
 
 
-TOOLS = parse_tools(GO_TOOLS.read_text())
+@functools.cache
+def tools() -> dict[str, Tool]:
+    """hack/go-tools.txt's tools, read once, when first asked for."""
+    return parse_tools(GO_TOOLS.read_text())
 
 
 class MissingBinaryError(RuntimeError):
@@ -96,9 +100,10 @@ def nodetools_version(source: Path = NODETOOLS) -> str:
 
 def tool_dir(tool: str, versions: dict[str, str] | None = None, cache: Path | None = None) -> Path:
     """The directory hack/build-binaries.sh builds `tool` into (`--print-dir tool`)."""
-    if tool not in TOOLS:
-        raise ValueError(f"unknown tool {tool!r}; known: {', '.join(TOOLS)}")
-    key = TOOLS[tool].version_key
+    known = tools()
+    if tool not in known:
+        raise ValueError(f"unknown tool {tool!r}; known: {', '.join(known)}")
+    key = known[tool].version_key
     if not key:
         return (cache or cache_root()) / "bin" / f"{tool}-{nodetools_version()}"
     versions = read_versions() if versions is None else versions
@@ -115,7 +120,7 @@ class Binaries:
     cache: Path
 
     def path(self, binary: str) -> Path:
-        for tool in TOOLS.values():
+        for tool in tools().values():
             if binary in tool.binaries:
                 found = tool_dir(tool.name, self.versions, self.cache) / binary
                 if not os.access(found, os.X_OK):

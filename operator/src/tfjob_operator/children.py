@@ -64,14 +64,20 @@ class Pending:
 
 @dataclass(frozen=True)
 class Children:
-    """One kind's part of a decision: the writes, what is pending, and the names the
-    operator knows of (which a collection delete must keep unless it deletes them)."""
+    """One kind's part of a decision: the writes, what is pending, and the names of the
+    job's children the watch cache shows."""
 
     kind: ChildKind
     creates: Sequence[Mapping[str, Any]]
     deletions: Sequence[Deletion]
     pending: Pending
-    known: Collection[str]
+    seen: Collection[str]
+
+    @property
+    def known(self) -> set[str]:
+        """The names the operator knows of, which a collection delete must keep unless it
+        deletes them: those the cache shows and those created that it does not show yet."""
+        return {*self.seen, *self.pending.created}
 
 
 class Host(Protocol):
@@ -84,7 +90,7 @@ class Host(Protocol):
     def decide_again(self) -> None: ...
     def monotonic(self) -> float: ...
     async def delete_collection(
-        self, noun: str, keep: Collection[str]
+        self, plural: str, keep: Collection[str]
     ) -> list[tuple[str, str]]: ...
 
 
@@ -109,7 +115,7 @@ class ChildWrites:
             together = [d for d in children.deletions if d.collectable]
             if (
                 len(together) < 2
-                or len(set(children.known)) - len(together) > MAX_KEPT_IN_COLLECTION_DELETE
+                or len(children.known) - len(together) > MAX_KEPT_IN_COLLECTION_DELETE
             ):
                 together = []
             else:
@@ -158,9 +164,9 @@ class ChildWrites:
 
     async def _delete_together(self, children: Children, deletions: Sequence[Deletion]) -> None:
         kind = children.kind
-        keep = set(children.known) - {d.name for d in deletions}
+        keep = children.known - {d.name for d in deletions}
         try:
-            gone = await self.host.delete_collection(kind.noun, keep)
+            gone = await self.host.delete_collection(kind.plural, keep)
         except ApiError as error:
             if error.status not in (403, 405):
                 children.pending.deleted.difference_update(d.uid for d in deletions)

@@ -587,8 +587,7 @@ class Controller:
         services: Sequence[ServiceObservation],
         refusals: Refusals,
     ) -> None:
-        """The plan's creates and deletes of the job's pods and services (children.py);
-        the names known are the cache's and those created that it does not show yet."""
+        """The plan's creates and deletes of the job's pods and services (children.py)."""
         await ChildWrites(job.ref, _ChildrenHost(self, job, refusals)).apply(
             [
                 Children(
@@ -602,7 +601,7 @@ class Controller:
                     plan.create_pods,
                     plan.delete_pods,
                     expected.pods,
-                    {p.name for p in pods} | set(expected.pods.created),
+                    {p.name for p in pods},
                 ),
                 Children(
                     ChildKind(
@@ -614,7 +613,7 @@ class Controller:
                     plan.create_services,
                     plan.delete_services,
                     expected.services,
-                    {s.name for s in services} | set(expected.services.created),
+                    {s.name for s in services},
                 ),
             ]
         )
@@ -679,11 +678,9 @@ class _ChildrenHost:
     def monotonic(self) -> float:
         return self.controller.clock.monotonic()
 
-    async def delete_collection(self, noun: str, keep: Collection[str]) -> list[tuple[str, str]]:
+    async def delete_collection(self, plural: str, keep: Collection[str]) -> list[tuple[str, str]]:
         ref = self.job.ref
-        return await self.controller.writes.delete_collection(
-            ref.namespace, f"{noun}s", ref.uid, keep
-        )
+        return await self.controller.writes.delete_collection(ref.namespace, plural, ref.uid, keep)
 
 
 class _JobWorker:
