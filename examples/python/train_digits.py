@@ -41,7 +41,9 @@ if not job.succeeded:
     raise SystemExit(f"digits {job.state}: {job.reason}: {job.message}")
 
 # %% [markdown]
-# Each worker's `TFJOB_RESULT` line, as a dict.
+# Each worker's `TFJOB_RESULT` line, as a dict. Worker 0's is the job's: the job succeeds
+# when worker 0 does, and a worker still running then is stopped (`cleanPodPolicy:
+# Running`, the default), so a worker that was still shutting down may have none.
 
 # %%
 results = tfjobs.results("digits")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -27,11 +28,15 @@ from tfjob_operator.client.commands import ExitCode
 TRAINING_TIMEOUT = 420
 #: The CLI as installed: the console script beside this Python.
 CLI = str(Path(sys.executable).parent / "tfjob-operator")
+#: The example's line for one replica's results.
+RESULT_LINE = re.compile(r"(worker-\d+): accuracy [01]\.\d{3}, loss \d+\.\d{3}$")
 
 
 def test_a_job_through_the_client_only(backend: Backend, tfjobs: TFJobs) -> None:
     client = TFJobClient(tfjobs.namespace, kubeconfig=backend.kubeconfig)
     job = set_args(example("mnist-mwms.yaml"), ["--epochs", "3"])
+    # Both workers' logs and results are read after the job: it waits for both.
+    job["spec"]["successPolicy"] = "AllWorkers"
     tfjobs.create_claims(job)  # the example's claim (create() of a dict makes none)
     created = client.create(job)
     assert (created.api_version, created.namespace) == ("tfjob.dev/v1", tfjobs.namespace)
@@ -187,8 +192,12 @@ def test_the_notebook_example_runs_as_a_script(backend: Backend, tfjobs: TFJobs)
     lines = done.stdout.splitlines()
     assert lines[1] == "created tfjob.dev/v1 digits"
     assert any(line.startswith("[worker-1] ") and "epoch 5/5" in line for line in lines)
-    assert {line.split(":")[0] for line in lines if "accuracy 0." in line} == {
-        "worker-0",
-        "worker-1",
-    }
+    reported = {m[1] for m in map(RESULT_LINE.match, lines) if m}
+    assert "worker-0" in reported, lines[-10:]
+    if "worker-1" not in reported:
+        # Still running when worker 0 succeeded: stopped by cleanPodPolicy Running.
+        deleted = [e.message for e in tfjobs.events("digits") if e.reason == "SuccessfulDeletePod"]
+        assert any("digits-worker-1" in m and "cleanPodPolicy Running" in m for m in deleted), (
+            f"worker-1 reported no result and was not cleaned up: {deleted}\n{lines[-10:]}"
+        )
     assert not tfjobs.exists("digits")

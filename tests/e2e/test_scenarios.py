@@ -246,7 +246,9 @@ def test_two_workers_of_two_devices_each_train_four_replicas_in_sync(tfjobs: TFJ
     """10. Several devices per pod: two workers, each with two logical CPU devices standing
     in for two GPUs, train one model as four MultiWorkerMirroredStrategy replicas; each
     replica gets its share of the global batch, and the threshold is reached."""
-    tfjobs.create(set_args(example("mnist-mwms.yaml"), ["--cpu-devices", "2"]))
+    job = set_args(example("mnist-mwms.yaml"), ["--cpu-devices", "2"])
+    job["spec"]["successPolicy"] = "AllWorkers"  # both workers' results are read
+    tfjobs.create(job)
     tfjobs.wait_state("mnist-mwms", "Succeeded", TRAINING_TIMEOUT)
     found = [results(tfjobs, f"mnist-mwms-worker-{index}") for index in (0, 1)]
     for index, result in enumerate(found):
