@@ -624,9 +624,9 @@ def test_a_gang_larger_than_the_job_waits_saying_why_until_lowered() -> None:
         "runPolicy": {"schedulingPolicy": {"minAvailable": 10}},
     }
     plan = decide(job_view(spec), [], [], NOW)
-    assert plan.create_pod_group is not None
-    assert plan.create_pod_group["spec"]["minMember"] == 10
-    assert plan.create_pod_group["spec"]["queue"] == "default"  # Volcano's, as Kubeflow sets
+    assert plan.pod_group.create is not None
+    assert plan.pod_group.create["spec"]["minMember"] == 10
+    assert plan.pod_group.create["spec"]["queue"] == "default"  # Volcano's, as Kubeflow sets
     assert plan.status is not None
     reported = condition(plan.status, "Running")
     assert (reported["status"], reported["reason"]) == ("False", "GangUnschedulable")

@@ -175,32 +175,32 @@ def test_a_new_gang_jobs_pods_wait_until_the_watch_shows_its_pod_group() -> None
     """The scheduler's own PodGroup cache may lag the pods' events: a pod seen before its
     PodGroup would be parked as unschedulable."""
     plan = decide(job_view(gang_spec()), [], [], NOW)
-    assert plan.create_pod_group is not None
-    assert plan.create_pod_group["spec"] == {"minMember": 2}
+    assert plan.pod_group.create is not None
+    assert plan.pod_group.create["spec"] == {"minMember": 2}
     assert plan.create_pods == []
     assert len(plan.create_services) == 2  # services do not wait
 
     shown = decide(job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group()])
-    assert shown.create_pod_group is None
+    assert shown.pod_group.create is None
     assert len(shown.create_pods) == 2
     assert all(p["spec"]["schedulerName"] == PLUGINS for p in shown.create_pods)
 
 
 def test_pods_wait_while_an_earlier_jobs_pod_group_of_the_name_is_going() -> None:
     plan = decide(job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group("uid-old")])
-    assert plan.create_pod_group is None
+    assert plan.pod_group.create is None
     assert plan.create_pods == []
     assert plan.create_services  # services do not wait
 
 
 def test_a_pod_group_follows_the_replica_count_and_new_pods_wait_for_the_change() -> None:
     plan = decide(job_view(gang_spec(workers=3)), [], [], NOW, pod_groups=[observed_group()])
-    assert plan.create_pod_group is None
-    assert plan.patch_pod_group is not None
-    assert plan.patch_pod_group[1] == {"spec": {"minMember": 3}}
+    assert plan.pod_group.create is None
+    assert plan.pod_group.patch is not None
+    assert plan.pod_group.patch[1] == {"spec": {"minMember": 3}}
     assert plan.create_pods == []
     same = decide(job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group()])
-    assert same.patch_pod_group is None
+    assert same.pod_group.patch is None
 
 
 def test_no_pods_while_the_gang_is_larger_than_the_job_then_all_once_lowered() -> None:
@@ -209,13 +209,13 @@ def test_no_pods_while_the_gang_is_larger_than_the_job_then_all_once_lowered() -
     large = gang_spec(workers=1, minAvailable=10)
     group = observed_group(minMember=10)
     waiting = decide(job_view(large), [], [], NOW, pod_groups=[group])
-    assert (waiting.create_pods, waiting.patch_pod_group) == ([], None)
+    assert (waiting.create_pods, waiting.pod_group.patch) == ([], None)
     assert [s["metadata"]["name"] for s in waiting.create_services] == ["mnist-worker-0"]
 
     lowered = gang_spec(workers=1, minAvailable=1)
     patched = decide(job_view(lowered), [], [], NOW, pod_groups=[group])
-    assert patched.patch_pod_group is not None
-    assert patched.patch_pod_group[1] == {"spec": {"minMember": 1}}
+    assert patched.pod_group.patch is not None
+    assert patched.pod_group.patch[1] == {"spec": {"minMember": 1}}
     assert patched.create_pods == []
     shown = decide(job_view(lowered), [], [], NOW, pod_groups=[observed_group(minMember=1)])
     assert [p["metadata"]["name"] for p in shown.create_pods] == ["mnist-worker-0"]
@@ -232,15 +232,15 @@ def test_the_pod_group_goes_when_the_job_finishes_or_is_suspended() -> None:
     )
     assert succeeded.status is not None
     assert succeeded.status["state"] == "Succeeded"
-    assert [(g.uid, why) for g, why in succeeded.delete_pod_groups] == [
+    assert [(g.uid, why) for g, why in succeeded.pod_group.delete] == [
         (f"pg-{JOB.uid}", "the TFJob has finished")
     ]
     suspended_spec = {**spec, "runPolicy": {"suspend": True}}
     suspended = decide(job_view(suspended_spec), [], [], NOW, pod_groups=[observed_group()])
-    assert [why for _, why in suspended.delete_pod_groups] == ["the TFJob is suspended"]
-    assert suspended.create_pod_group is None
+    assert [why for _, why in suspended.pod_group.delete] == ["the TFJob is suspended"]
+    assert suspended.pod_group.create is None
     left = decide(job_view(gang_spec(None)), [], [], NOW, pod_groups=[observed_group()])
-    assert [why for _, why in left.delete_pod_groups] == [
+    assert [why for _, why in left.pod_group.delete] == [
         "the TFJob is not gang-scheduled by it any more"
     ]
 
@@ -285,7 +285,7 @@ def test_a_gang_the_operator_cannot_honour_fails_the_job() -> None:
     failed = next(c for c in plan.status["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "InvalidSpec"
     assert "scheduler-plugins has no queues" in failed["message"]
-    assert (plan.create_pods, plan.create_pod_group) == ([], None)
+    assert (plan.create_pods, plan.pod_group.create) == ([], None)
 
 
 def test_the_controller_creates_the_pod_group_then_the_pods_once_it_is_seen() -> None:
@@ -396,19 +396,19 @@ def test_volcanos_word_on_its_pod_group_is_reported_until_the_group_runs() -> No
 
 def test_the_gate_makes_the_pod_group_first_and_lets_the_pods_start_once_it_is_seen() -> None:
     gang = job_gang(parse_spec("mnist", gang_spec(workers=2)), USUAL_GANG_SCHEDULERS)
-    assert gate(JOB, None, []).pods_may_start  # not gang-scheduled: no gate
+    assert gate(JOB, None, []).open  # not gang-scheduled: no gate
     first = gate(JOB, gang, [])
-    assert not first.pods_may_start
-    assert first.create_pod_group is not None
-    assert first.create_pod_group["spec"] == {"minMember": 2}
+    assert not first.open
+    assert first.writes.create is not None
+    assert first.writes.create["spec"] == {"minMember": 2}
     # An earlier job's PodGroup of the name is going away: nothing is made until it has.
     earlier = gate(JOB, gang, [observed_group("uid-0", minMember=4)])
-    assert (earlier.pods_may_start, earlier.create_pod_group) == (False, None)
+    assert (earlier.open, earlier.writes.create) == (False, None)
     # Its own, from before the replicas changed: patched, and the pods wait for the change.
     stale = gate(JOB, gang, [observed_group(minMember=3)])
-    assert not stale.pods_may_start
-    assert stale.patch_pod_group is not None
-    assert stale.patch_pod_group[1] == {"spec": {"minMember": 2}}
+    assert not stale.open
+    assert stale.writes.patch is not None
+    assert stale.writes.patch[1] == {"spec": {"minMember": 2}}
     assert gate(JOB, gang, [observed_group(minMember=2)]) == gate(JOB, None, [])
 
 
@@ -418,10 +418,15 @@ def test_a_gang_larger_than_its_job_never_lets_a_pod_start_and_says_why() -> Non
     assert gang is not None
     assert gang.larger_than_job
     seen = observed_group(api_version=VOLCANO.api_version, **render_pod_group(JOB, gang)["spec"])
-    assert not gate(JOB, gang, [seen]).pods_may_start
-    assert why_waiting(JOB, gang, [seen]) == (
-        "spec.runPolicy.schedulingPolicy.minAvailable is 3, more than the job's 2 replicas: "
-        "the gang cannot be complete until minAvailable is lowered"
+    closed = gate(JOB, gang, [seen])
+    assert not closed.open
+    assert (
+        closed.why
+        == why_waiting(JOB, gang, [seen])
+        == (
+            "spec.runPolicy.schedulingPolicy.minAvailable is 3, more than the job's 2 replicas: "
+            "the gang cannot be complete until minAvailable is lowered"
+        )
     )
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from tfjob_operator.api import KUBEFLOW, TFJOB_DEV, JobRef
 from tfjob_operator.decide import JobView, Plan, decide
+from tfjob_operator.gates import Gate, Passage
 from tfjob_operator.observe import (
     FlavorObservation,
     WorkloadObservation,
@@ -19,11 +20,14 @@ from tfjob_operator.observe import (
     observe_workload,
 )
 from tfjob_operator.queueing import (
+    WorkloadWrites,
+    admission,
     on_operators_route,
     topology_request,
     with_priority,
     workload_name,
 )
+from tfjob_operator.spec import parse_spec
 
 from .tfjobs import JOB, NOW, pod, replica_spec
 
@@ -124,7 +128,7 @@ def suspended(plan: Plan) -> dict[str, Any]:
 
 def test_a_queued_job_makes_its_workload_and_creates_no_pod() -> None:
     plan = decide(queued(), [], [], NOW)
-    body = plan.create_workload
+    body = plan.workload.create
     assert body is not None
     assert body["metadata"]["name"] == workload_name(JOB)
     assert body["metadata"]["ownerReferences"][0]["uid"] == JOB.uid
@@ -140,6 +144,36 @@ def test_a_queued_job_makes_its_workload_and_creates_no_pod() -> None:
     )
 
 
+def test_kueues_gate_waits_with_kueues_reason_opens_with_placements_and_evicts() -> None:
+    """queueing.admission as a gate (gates.py), without the rest of the decision."""
+    spec = parse_spec(JOB.name, SPEC)
+
+    def gate(*workloads: WorkloadObservation, pods_exist: bool = False) -> Gate[WorkloadWrites]:
+        return admission(
+            JOB, spec, "team", None, workloads, {"a100": FLAVOR}, pods_exist=pods_exist, now="t"
+        )
+
+    first = gate()
+    assert (first.passage, first.why) == (Passage.WAITING, None)
+    assert first.writes.create is not None
+    pending = gate(workload({"QuotaReserved": ("False", "Pending", "insufficient quota")}))
+    assert (pending.passage, pending.why) == (Passage.WAITING, "insufficient quota")
+    assert pending.writes == WorkloadWrites()
+
+    admitted = gate(workload(ADMITTED, flavor="a100"))
+    assert admitted.open
+    worker = {"metadata": {}, "spec": {}}
+    admitted.dress(worker, list(spec.replicas())[-1])
+    assert worker["spec"]["nodeSelector"] == {"pool": "a100"}
+    assert worker["metadata"]["labels"] == {"kueue.x-k8s.io/podset": "worker"}
+
+    preempted = {**ADMITTED, "Evicted": ("True", "Preempted", "to make room")}
+    stopping = gate(workload(preempted, flavor="a100"), pods_exist=True)
+    assert (stopping.passage, stopping.why) == (Passage.EVICTED, "Preempted: to make room")
+    assert stopping.writes.patch_status is None  # the quota stays until the pods are gone
+    assert gate(workload(preempted, flavor="a100")).writes.patch_status is not None
+
+
 def test_a_workload_name_is_the_jobs_own_and_never_the_next_ones() -> None:
     again = JobRef(JOB.namespace, JOB.name, "uid-2")
     assert workload_name(JOB) != workload_name(again)
@@ -149,7 +183,7 @@ def test_a_workload_name_is_the_jobs_own_and_never_the_next_ones() -> None:
 def test_while_kueue_has_not_admitted_it_the_job_says_why() -> None:
     refused = workload({"QuotaReserved": ("False", "Pending", "insufficient quota for cpu")})
     plan = decide(queued(), [], [], NOW, None, [refused])
-    assert plan.create_workload is None
+    assert plan.workload.create is None
     assert plan.create_pods == []
     assert suspended(plan)["message"].endswith("Kueue: insufficient quota for cpu")
 
@@ -181,7 +215,7 @@ def test_pods_of_a_topology_assignment_wait_for_kueue_to_place_them() -> None:
 
 def test_a_workloads_priority_class_is_kueues_choice_for_its_own_jobs() -> None:
     named = JobView(JOB, "1", 1, False, SPEC, {}, "", "team", priority_class="high")
-    body = decide(named, [], [], NOW).create_workload
+    body = decide(named, [], [], NOW).workload.create
     assert body is not None
     assert body["spec"]["priorityClassRef"] == {
         "group": "kueue.x-k8s.io",
@@ -191,14 +225,14 @@ def test_a_workloads_priority_class_is_kueues_choice_for_its_own_jobs() -> None:
     urgent = replica_spec(1)
     urgent["template"]["spec"]["priorityClassName"] = "urgent"
     pods_class = {"tfReplicaSpecs": {"Worker": urgent}}
-    body = decide(queued(spec=pods_class), [], [], NOW).create_workload
+    body = decide(queued(spec=pods_class), [], [], NOW).workload.create
     assert body is not None
     assert body["spec"]["priorityClassRef"] == {
         "group": "scheduling.k8s.io",
         "kind": "PriorityClass",
         "name": "urgent",
     }
-    body = decide(queued(), [], [], NOW).create_workload
+    body = decide(queued(), [], [], NOW).workload.create
     assert body is not None
     assert "priorityClassRef" not in body["spec"], "the cluster's default, read by the controller"
     valued = with_priority(body, (None, 0))
@@ -251,15 +285,15 @@ def test_an_evicted_job_stops_then_gives_its_quota_back() -> None:
     pods = [pod(SPEC, k) for k in PODS]
     stopping = decide(queued(running), pods, [], NOW, None, [evicted])
     assert sorted(d.name for d in stopping.delete_pods) == [f"mnist-{k}" for k in PODS]
-    assert stopping.patch_workload_status is None, "the quota stays until the pods are gone"
+    assert stopping.workload.patch_status is None, "the quota stays until the pods are gone"
     assert suspended(stopping)["message"] == (
         "TFJob ml/mnist is suspended: Kueue took its admission back (Preempted: Preempted to "
         "accommodate a workload); it is queued again once its pods are gone."
     )
 
     stopped = decide(queued(stopping.status), [], [], NOW, None, [evicted])
-    assert stopped.patch_workload_status is not None
-    target, patch = stopped.patch_workload_status
+    assert stopped.workload.patch_status is not None
+    target, patch = stopped.workload.patch_status
     assert target.name == workload_name(JOB)
     assert patch["metadata"] == {"resourceVersion": "7"}
     assert patch["status"]["admission"] is None
@@ -282,7 +316,7 @@ def test_an_evicted_job_stops_then_gives_its_quota_back() -> None:
         }
     )
     waiting = decide(queued(stopped.status), [], [], NOW, None, [requeued])
-    assert waiting.patch_workload_status is None
+    assert waiting.workload.patch_status is None
     assert waiting.create_pods == []
     assert suspended(waiting)["message"] == (
         "TFJob ml/mnist is suspended: queued in Kueue's LocalQueue team until it is admitted. "
@@ -297,29 +331,29 @@ def test_a_finished_job_marks_its_workload_finished() -> None:
         ]
     }
     plan = decide(queued(status), [], [], NOW, None, [workload(ADMITTED, flavor="a100")])
-    assert plan.patch_workload_status is not None
-    _, patch = plan.patch_workload_status
+    assert plan.workload.patch_status is not None
+    _, patch = plan.workload.patch_status
     written = {c["type"]: c for c in patch["status"]["conditions"]}
     assert (written["Finished"]["status"], written["Finished"]["reason"]) == ("True", "Succeeded")
     assert written["Finished"]["message"] == "done"
     assert written["QuotaReserved"]["status"] == "False"
     finished = workload({**ADMITTED, "Finished": ("True", "Succeeded", "done")})
-    assert decide(queued(status), [], [], NOW, None, [finished]).patch_workload_status is None
+    assert decide(queued(status), [], [], NOW, None, [finished]).workload.patch_status is None
 
 
 def test_changed_replicas_replace_the_workload() -> None:
     grown = {"tfReplicaSpecs": {**SPEC["tfReplicaSpecs"], "Worker": replica_spec(3)}}
     plan = decide(queued(spec=grown), [], [], NOW, None, [workload()])
-    assert [(w.name, why) for w, why in plan.delete_workloads] == [
+    assert [(w.name, why) for w, why in plan.workload.delete] == [
         (workload_name(JOB), "the replicas changed")
     ]
-    assert plan.create_workload is None, "the new one waits until the old one is gone"
+    assert plan.workload.create is None, "the new one waits until the old one is gone"
 
 
 def test_suspending_a_queued_job_leaves_the_queue() -> None:
     paused = {**SPEC, "runPolicy": {"suspend": True}}
     plan = decide(queued(spec=paused), [], [], NOW, None, [workload(ADMITTED, flavor="a100")])
-    assert [why for _, why in plan.delete_workloads] == ["the TFJob is suspended"]
+    assert [why for _, why in plan.workload.delete] == ["the TFJob is suspended"]
     assert suspended(plan)["message"] == "TFJob ml/mnist is suspended."
 
 
@@ -328,8 +362,8 @@ def test_a_kubeflow_job_queues_through_the_operators_workload() -> None:
     controller, as for tfjob.dev's."""
     kubeflow = JobRef(JOB.namespace, JOB.name, JOB.uid, KUBEFLOW)
     plan = decide(queued(ref=kubeflow), [], [], NOW)
-    assert plan.create_workload is not None
-    assert plan.create_workload["metadata"]["labels"]["tfjob.dev/controller-uid"] == JOB.uid
+    assert plan.workload.create is not None
+    assert plan.workload.create["metadata"]["labels"]["tfjob.dev/controller-uid"] == JOB.uid
     assert plan.create_pods == []
 
 
@@ -339,10 +373,10 @@ def test_a_kubeflow_job_kueue_made_a_workload_for_is_left_to_kueue() -> None:
     kubeflow = JobRef(JOB.namespace, JOB.name, JOB.uid, KUBEFLOW)
     kueues = WorkloadObservation("tfjob-mnist-1a2b3", "w-uid", "1", 1, JOB.uid, None)
     plan = decide(queued(ref=kubeflow), [], [], NOW, None, [kueues])
-    assert plan.create_workload is None
+    assert plan.workload.create is None
     assert len(plan.create_pods) == 3
     paused = queued(ref=kubeflow, spec={**SPEC, "runPolicy": {"suspend": True}})
-    assert decide(paused, [], [], NOW, None, [kueues]).delete_workloads == [], "Kueue's own"
+    assert decide(paused, [], [], NOW, None, [kueues]).workload.delete == [], "Kueue's own"
 
 
 def test_the_operators_route_is_every_tfjob_dev_job_and_kubeflow_jobs_kueue_has_not_taken() -> None:

@@ -439,14 +439,14 @@ class Controller:
     async def _apply_workload(self, job: JobView, plan: Plan) -> None:
         """The plan's writes to the job's Kueue Workload (queueing.py)."""
         namespace = job.ref.namespace
-        for workload, why in plan.delete_workloads:
+        for workload, why in plan.workload.delete:
             if await self.writes.delete_workload(namespace, workload):
                 message = f"Deleted Workload {workload.name}: {why}"
                 self._record(job, Event(NORMAL, "SuccessfulDeleteWorkload", message))
-        if plan.patch_workload_status is not None:
-            workload, patch = plan.patch_workload_status
+        if plan.workload.patch_status is not None:
+            workload, patch = plan.workload.patch_status
             await self.writes.patch_workload_status(namespace, workload, patch)
-        body = plan.create_workload
+        body = plan.workload.create
         if body is not None:
             ref = body["spec"].get("priorityClassRef")
             priority = await self._workload_priority(ref)
@@ -492,14 +492,14 @@ class Controller:
     async def _apply_pod_groups(self, job: JobView, plan: Plan) -> None:
         """The plan's PodGroup writes, done before its pods are created (gang.py)."""
         namespace = job.ref.namespace
-        for group, why in plan.delete_pod_groups:
+        for group, why in plan.pod_group.delete:
             if await self.writes.delete_pod_group(namespace, group):
                 message = f"Deleted PodGroup {group.name} ({group.api_version}): {why}"
                 self._record(job, Event(NORMAL, "SuccessfulDeletePodGroup", message))
-        if plan.patch_pod_group is not None:
-            group, patch = plan.patch_pod_group
+        if plan.pod_group.patch is not None:
+            group, patch = plan.pod_group.patch
             await self.writes.patch_pod_group(namespace, group, patch)
-        body = plan.create_pod_group
+        body = plan.pod_group.create
         if body is not None:
             await self._create_prerequisite(
                 job,

@@ -37,6 +37,7 @@ from .api import (
 from .api import CleanPodPolicy as Clean
 from .events import NORMAL, WARNING, Event
 from .failure_policy import is_retryable, past_backoff_limit, restart_group
+from .gates import Gate, Passage
 from .limits import INVALID_POD_GRACE_SECONDS
 from .observe import (
     Failure,
@@ -47,11 +48,10 @@ from .observe import (
     WorkloadObservation,
 )
 from .queueing import (
-    Placement,
+    WorkloadWrites,
     admission,
     finished_status,
     on_operators_route,
-    place,
     withdrawn,
 )
 from .refusals import Refusal
@@ -135,19 +135,12 @@ class Plan:
     requeue_after: float | None = None
     #: ttlSecondsAfterFinished has passed: delete the TFJob.
     delete_job: bool = False
-    #: The job's PodGroup (gang.py): created before any pod of this plan.
-    create_pod_group: dict[str, Any] | None = None
-    #: A PodGroup of the job whose spec changes (the replica counts did), with the change.
-    patch_pod_group: tuple[PodGroupObservation, dict[str, Any]] | None = None
-    #: PodGroups of the job no longer wanted, and why: it finished, is suspended or left
-    #: its gang.
-    delete_pod_groups: list[tuple[PodGroupObservation, str]] = field(default_factory=list)
-    #: The job's Kueue Workload (queueing.py), created while no pod exists.
-    create_workload: dict[str, Any] | None = None
-    #: Workloads of the job no longer wanted (the replicas changed, it is suspended), and why.
-    delete_workloads: list[tuple[WorkloadObservation, str]] = field(default_factory=list)
-    #: A status merge patch of the job's Workload: finished, or its quota given back.
-    patch_workload_status: tuple[WorkloadObservation, dict[str, Any]] | None = None
+    #: The writes of the job's PodGroups (gang.py); one is created before any pod.
+    pod_group: gang_scheduling.PodGroupWrites = field(
+        default_factory=gang_scheduling.PodGroupWrites
+    )
+    #: The writes of the job's Kueue Workload (queueing.py).
+    workload: WorkloadWrites = field(default_factory=WorkloadWrites)
     #: Restarts of the job this decision counted (written to the status first).
     restarts: int = 0
     #: How soon the new status is written: a decision before any child is touched, ahead of
@@ -252,10 +245,8 @@ class _Decision:
         #: The job's Kueue Workloads, and the ResourceFlavors they were admitted to.
         self.workloads: list[WorkloadObservation] = []
         self.flavors: Mapping[str, FlavorObservation] = {}
-        #: Where Kueue's admission places each pod set's pods (queueing.py).
-        self.placements: Mapping[str, Placement] = {}
-        #: Why Kueue took the job's admission back, while the job stops.
-        self.evicted: str | None = None
+        #: The gates the pods passed (gates.py); each adds what it must to a pod.
+        self.passed: list[Gate[Any]] = []
         #: Queued in Kueue with the operator as its job controller (queueing.py).
         self.queued_here = False
         #: Replicas whose pods this decision creates.
@@ -286,10 +277,12 @@ class _Decision:
             return self._invalid(error)
         if spec.run_policy.suspend:
             if self.queued_here:
-                self.plan.delete_workloads = withdrawn(self.workloads, "the TFJob is suspended")
+                self.plan.workload.delete = withdrawn(self.workloads, "the TFJob is suspended")
             return self._suspend(spec)
-        if self.queued_here and not self._admitted(spec):
-            return self._suspend(spec)
+        if self.queued_here:
+            queue = self._queue_gate(spec)
+            if not queue.open:
+                return self._suspend(spec, queue)
         if cond.is_true(self.conditions, ConditionType.SUSPENDED):
             self._set(
                 ConditionType.SUSPENDED, False, "TFJobResumed", f"TFJob {self._id} is resumed."
@@ -381,8 +374,11 @@ class _Decision:
         refused = self._refused(desired)
         if refused and self._fail_if_refused_for_good(spec, refused[0]):
             return self._plan_with_status(spec)
-        gang_ready = self._gang_gate()
-        self._create_missing(spec, configs, desired, current, stale, pods_wait=not gang_ready)
+        gang = gang_scheduling.gate(self.ref, self.gang, self.pod_groups)
+        self.plan.pod_group = gang.writes
+        if gang.open:
+            self.passed.append(gang)
+        self._create_missing(spec, configs, desired, current, stale, pods_wait=not gang.open)
         self._report_progress(spec, desired, current, stale, refused)
         return self._plan_with_status(spec)
 
@@ -520,16 +516,17 @@ class _Decision:
         self._event(WARNING, "TFJobRestarting", message)
         return group
 
-    def _suspend(self, spec: JobSpec) -> Plan:
+    def _suspend(self, spec: JobSpec, queue: Gate[WorkloadWrites] | None = None) -> Plan:
+        """Suspended by its spec, or `queue`, Kueue's gate, is closed."""
         for pod in self.pods:
             self._delete_pod(pod, "the TFJob is suspended")
         for service in self.services:
             self._delete_service(service, "the TFJob is suspended")
         message = f"TFJob {self._id} is suspended."
-        if self.evicted:
+        if queue is not None and queue.passage is Passage.EVICTED:
             message = (
                 f"TFJob {self._id} is suspended: Kueue took its admission back "
-                f"({self.evicted}); it is queued again once its pods are gone."
+                f"({queue.why}); it is queued again once its pods are gone."
             )
         elif self.job.queue and not (self.queued_here and spec.run_policy.suspend):
             message = (
@@ -546,9 +543,9 @@ class _Decision:
 
     # -- Kueue (queueing.py) ------------------------------------------------------------------
 
-    def _admitted(self, spec: JobSpec) -> bool:
-        """Whether the queued job's pods may pass Kueue's gate; the plan takes the Workload
-        writes that take it through."""
+    def _queue_gate(self, spec: JobSpec) -> Gate[WorkloadWrites]:
+        """Kueue's gate for the queued job's pods (queueing.admission); the plan takes the
+        Workload writes that lead through it."""
         assert self.job.queue is not None
         gate = admission(
             self.ref,
@@ -560,13 +557,12 @@ class _Decision:
             pods_exist=bool(self.pods),
             now=self.now_text,
         )
-        self.plan.create_workload = gate.create_workload
-        self.plan.delete_workloads = gate.delete_workloads
-        self.plan.patch_workload_status = gate.patch_workload_status
-        self.evicted = gate.evicted
-        self.not_admitted = gate.waiting or self.not_admitted
-        self.placements = gate.placements or {}
-        return gate.placements is not None
+        self.plan.workload = gate.writes
+        if gate.open:
+            self.passed.append(gate)
+        elif gate.passage is Passage.WAITING:
+            self.not_admitted = gate.why or self.not_admitted
+        return gate
 
     def _finish_workload(self) -> None:
         """Marks the finished job's Workload Finished, which gives its quota back."""
@@ -578,7 +574,7 @@ class _Decision:
             self.conditions, ConditionType.SUCCEEDED if succeeded else ConditionType.FAILED
         )
         message = str((outcome or {}).get("message") or "")
-        self.plan.patch_workload_status = (
+        self.plan.workload.patch_status = (
             workload,
             finished_status(workload, succeeded, message, self.now_text),
         )
@@ -610,13 +606,6 @@ class _Decision:
 
     # -- children -----------------------------------------------------------------------------
 
-    def _gang_gate(self) -> bool:
-        """The gang's PodGroup writes (gang.gate); False while the pods must wait."""
-        gate = gang_scheduling.gate(self.ref, self.gang, self.pod_groups)
-        self.plan.create_pod_group = gate.create_pod_group
-        self.plan.patch_pod_group = gate.patch_pod_group
-        return gate.pods_may_start
-
     def _create_missing(
         self,
         spec: JobSpec,
@@ -628,7 +617,7 @@ class _Decision:
         pods_wait: bool,
     ) -> None:
         """Creates absent pods and services; a restarting group waits for its old pods, and
-        every pod for its PodGroup when `pods_wait`."""
+        every pod for a gate when `pods_wait`; the gates passed dress the pods."""
         training_blocked = any(
             p.replica is not None and p.replica.type is not ReplicaType.EVALUATOR for p in stale
         )
@@ -652,9 +641,8 @@ class _Decision:
                 configs,
                 self.gang,
             )
-            placement = self.placements.get(replica.type.label)
-            if placement is not None:
-                place(pod, placement)
+            for gate in self.passed:
+                gate.dress(pod, replica)
             self.plan.create_pods.append(pod)
 
     def _clean_up(self, policy: Clean, finished: bool, keep: set[str] | None = None) -> None:
@@ -778,7 +766,7 @@ class _Decision:
 
     def _plan_with_status(self, spec: JobSpec | None) -> Plan:
         """Builds the status; it goes into the plan only if something in it changed."""
-        self.plan.delete_pod_groups = gang_scheduling.released(
+        self.plan.pod_group.delete = gang_scheduling.released(
             self.ref,
             self.gang,
             self.pod_groups,

@@ -17,11 +17,12 @@ one are an error, not silently ignored.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
-from . import quantity
+from . import gates, quantity
 from .api import LABEL_CONTROLLER_UID, LABEL_JOB_NAME, GroupVersion, JobRef, ReplicaType
+from .gates import Gate
 from .observe import PodGroupObservation
 from .spec import InvalidSpec, JobSpec, Replica
 
@@ -281,38 +282,43 @@ def render_pod_group(job: JobRef, gang: Gang) -> dict[str, Any]:
 GANG_UNSCHEDULABLE: Final = "GangUnschedulable"
 
 
-@dataclass(frozen=True)
-class GangGate:
-    """The gang's part of a decision: whether the job's pods may be created now, and the
-    PodGroup write that leads there."""
+@dataclass
+class PodGroupWrites:
+    """A decision's writes of the job's PodGroups: one to create, a spec change of the
+    job's PodGroup (the replica counts changed), and those to delete with why."""
 
-    pods_may_start: bool
-    create_pod_group: dict[str, Any] | None = None
-    patch_pod_group: tuple[PodGroupObservation, dict[str, Any]] | None = None
+    create: dict[str, Any] | None = None
+    patch: tuple[PodGroupObservation, dict[str, Any]] | None = None
+    delete: list[tuple[PodGroupObservation, str]] = field(default_factory=list)
 
 
-def gate(job: JobRef, gang: Gang | None, pod_groups: Sequence[PodGroupObservation]) -> GangGate:
-    """Creates or updates the gang's PodGroup; the pods wait until the watch shows it as the
-    gang wants it.
+def gate(
+    job: JobRef, gang: Gang | None, pod_groups: Sequence[PodGroupObservation]
+) -> Gate[PodGroupWrites]:
+    """The gang's gate for the job's pods: it creates or updates the gang's PodGroup, and
+    opens once the watch shows it as the gang wants it.
 
     The gang scheduler reads PodGroups from a cache of its own, which an event about them
     may overtake (scheduler-plugins' Coscheduling does): a pod it sees first is judged
     against no PodGroup, or the old one, and is parked as unschedulable until some later
     event or its periodic flush, minutes on. So the PodGroup goes first and the pods follow
-    once it has come back through a watch. No pods are made while the gang is larger than
-    the job: none could be placed. A PodGroup of the same name owned by an earlier TFJob is
-    going away with it: the pods wait until it has.
+    once it has come back through a watch. The gate stays closed while the gang is larger
+    than the job: none of its pods could be placed. A PodGroup of the same name owned by an
+    earlier TFJob is going away with it: the pods wait until it has.
     """
     if gang is None:
-        return GangGate(pods_may_start=True)
+        return gates.opened(PodGroupWrites())
     named = [g for g in pod_groups if g.api_version == gang.api.api_version]
     own = next((g for g in named if g.owner_uid == job.uid), None)
     if own is None:
-        return GangGate(False, create_pod_group=None if named else render_pod_group(job, gang))
+        create = None if named else render_pod_group(job, gang)
+        return gates.waiting(PodGroupWrites(create=create))
     changed = {k: v for k, v in pod_group_spec(gang).items() if own.spec.get(k) != v}
     if changed:
-        return GangGate(False, patch_pod_group=(own, {"spec": changed}))
-    return GangGate(pods_may_start=not gang.larger_than_job)
+        return gates.waiting(PodGroupWrites(patch=(own, {"spec": changed})))
+    if gang.larger_than_job:
+        return gates.waiting(PodGroupWrites(), _larger_than_job(gang))
+    return gates.opened(PodGroupWrites())
 
 
 def released(
@@ -343,10 +349,14 @@ def why_waiting(
     if gang is None:
         return None
     if gang.larger_than_job:
-        # Accepted under kubeflow.org, as Kubeflow accepts it (tfjob.dev's CRD refuses it).
-        return (
-            f"spec.runPolicy.schedulingPolicy.minAvailable is {gang.min_member}, more than "
-            f"the job's {gang.job_replicas} replicas: the gang cannot be complete until "
-            "minAvailable is lowered"
-        )
+        return _larger_than_job(gang)
     return next((g.unschedulable for g in pod_groups if g.owner_uid == job.uid), None)
+
+
+def _larger_than_job(gang: Gang) -> str:
+    # Accepted under kubeflow.org, as Kubeflow accepts it (tfjob.dev's CRD refuses it).
+    return (
+        f"spec.runPolicy.schedulingPolicy.minAvailable is {gang.min_member}, more than "
+        f"the job's {gang.job_replicas} replicas: the gang cannot be complete until "
+        "minAvailable is lowered"
+    )

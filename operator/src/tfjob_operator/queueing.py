@@ -32,11 +32,13 @@ from the conditions read, as Kueue's controllers write them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from . import gates
 from .api import (
     KUEUE_API_VERSION,
     KUEUE_GROUP,
@@ -56,8 +58,9 @@ from .api import (
     JobRef,
     TFJobApi,
 )
+from .gates import Gate
 from .observe import FlavorObservation, PriorityClass, WorkloadObservation
-from .spec import JobSpec
+from .spec import JobSpec, Replica
 
 
 def workload_name(job: JobRef) -> str:
@@ -247,18 +250,14 @@ def on_operators_route(api: TFJobApi, workloads: Sequence[WorkloadObservation]) 
 
 
 @dataclass
-class Admission:
-    """Kueue's gate for a queued job's pods this reconcile, and the Workload writes that
-    take the job through it. Admitted: `placements` says where each pod set's pods go.
-    Not admitted: `waiting` says why in Kueue's words where Kueue has said, and `evicted`
-    why Kueue took the admission back, while the job stops."""
+class WorkloadWrites:
+    """A decision's writes of the job's Workload: one to create (while no pod exists),
+    those to delete (the replicas changed, the job is suspended) with why, and a status
+    merge patch (the job finished, or its evicted pods are gone: the quota given back)."""
 
-    placements: Mapping[str, Placement] | None = None
-    waiting: str | None = None
-    evicted: str | None = None
-    create_workload: dict[str, Any] | None = None
-    delete_workloads: list[tuple[WorkloadObservation, str]] = field(default_factory=list)
-    patch_workload_status: tuple[WorkloadObservation, dict[str, Any]] | None = None
+    create: dict[str, Any] | None = None
+    delete: list[tuple[WorkloadObservation, str]] = field(default_factory=list)
+    patch_status: tuple[WorkloadObservation, dict[str, Any]] | None = None
 
 
 def admission(
@@ -271,9 +270,10 @@ def admission(
     *,
     pods_exist: bool,
     now: str,
-) -> Admission:
-    """Whether a job on the operator's route may have pods: its Workload is admitted, and
-    was not evicted.
+) -> Gate[WorkloadWrites]:
+    """Kueue's gate for a queued job on the operator's route: open once its Workload is
+    admitted (each pod placed where its pod set was admitted), waiting with Kueue's reason
+    where Kueue has given one, evicted with Kueue's reason while the job stops.
 
     Creates the Workload if there is none (once the job has no pods), replaces it when the
     replicas changed, and gives the quota of an evicted one back once the job's pods are
@@ -283,21 +283,31 @@ def admission(
     workload = workloads[0] if workloads else None
     if workload is None:
         create = None if pods_exist else render_workload(job, spec, queue, priority_label)
-        return Admission(create_workload=create)
+        return gates.waiting(WorkloadWrites(create=create))
     if workload.finished:
-        return Admission(waiting=f"its Workload {workload.name} has finished: it cannot run again")
+        return gates.waiting(
+            WorkloadWrites(), f"its Workload {workload.name} has finished: it cannot run again"
+        )
     if dict(workload.pod_sets) != pod_sets(spec):
-        return Admission(delete_workloads=withdrawn(workloads, "the replicas changed"))
+        return gates.waiting(WorkloadWrites(delete=withdrawn(workloads, "the replicas changed")))
     if workload.evicted is not None and workload.quota_reserved:
         release = None if pods_exist else (workload, released_status(workload, now))
-        evicted = ": ".join(part for part in workload.evicted if part)
-        return Admission(evicted=evicted, patch_workload_status=release)
+        why = ": ".join(part for part in workload.evicted if part)
+        return gates.evicted(WorkloadWrites(patch_status=release), why)
     if not workload.admitted:
-        return Admission()
+        return gates.waiting(WorkloadWrites(), workload.not_admitted)
     found = placements(workload, flavors)
     if isinstance(found, str):
-        return Admission(waiting=found)
-    return Admission(placements=found)
+        return gates.waiting(WorkloadWrites(), found)
+    return gates.opened(WorkloadWrites(), functools.partial(_place_by_pod_set, found))
+
+
+def _place_by_pod_set(
+    found: Mapping[str, Placement], pod: dict[str, Any], replica: Replica
+) -> None:
+    placement = found.get(replica.type.label)
+    if placement is not None:
+        place(pod, placement)
 
 
 def withdrawn(
