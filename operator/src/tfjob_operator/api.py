@@ -220,6 +220,11 @@ class JobRef:
     uid: str
     api: TFJobApi = TFJOB_DEV
 
+    def owned_labels(self) -> dict[str, str]:
+        """The labels of every object the job owns: the operator's watches select them by
+        the job's name, and a finished job's clean-up by its uid."""
+        return {LABEL_JOB_NAME: self.name, LABEL_CONTROLLER_UID: self.uid}
+
     def owner_reference(self) -> dict[str, Any]:
         """The reference by which each of the job's children is owned, and collected with it."""
         return {

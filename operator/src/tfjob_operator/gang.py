@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from . import gates, quantity
-from .api import LABEL_CONTROLLER_UID, LABEL_JOB_NAME, GroupVersion, JobRef, ReplicaType
+from .api import GroupVersion, JobRef, ReplicaType
 from .gates import Gate
 from .observe import PodGroupObservation
 from .spec import InvalidSpec, JobSpec, Replica
@@ -271,7 +271,7 @@ def render_pod_group(job: JobRef, gang: Gang) -> dict[str, Any]:
         "metadata": {
             "name": pod_group_name(job.name),
             "namespace": job.namespace,
-            "labels": {LABEL_JOB_NAME: job.name, LABEL_CONTROLLER_UID: job.uid},
+            "labels": job.owned_labels(),
             "ownerReferences": [job.owner_reference()],
         },
         "spec": pod_group_spec(gang),

@@ -51,8 +51,6 @@ from .api import (
     KUEUE_TOPOLOGY_GATE,
     KUEUE_UNCONSTRAINED_TOPOLOGY,
     KUEUE_WORKLOAD_ANNOTATION,
-    LABEL_CONTROLLER_UID,
-    LABEL_JOB_NAME,
     LABEL_REPLICA_INDEX,
     TFJOB_DEV,
     JobRef,
@@ -159,11 +157,7 @@ def render_workload(
         "metadata": {
             "name": workload_name(job),
             "namespace": job.namespace,
-            "labels": {
-                KUEUE_JOB_UID_LABEL: job.uid,
-                LABEL_JOB_NAME: job.name,
-                LABEL_CONTROLLER_UID: job.uid,
-            },
+            "labels": {KUEUE_JOB_UID_LABEL: job.uid, **job.owned_labels()},
             "ownerReferences": [job.owner_reference()],
         },
         "spec": {

@@ -11,7 +11,6 @@ from .api import (
     CONTAINER_NAME,
     GPU_RESOURCE,
     LABEL_CLUSTER_DIGEST,
-    LABEL_CONTROLLER_UID,
     LABEL_GENERATION,
     LABEL_JOB_NAME,
     LABEL_JOB_ROLE,
@@ -39,7 +38,7 @@ def replica_labels(job: JobRef, spec: JobSpec, replica: Replica) -> dict[str, st
     leader = replica == spec.leader()
     labels = job.api.child_labels(job.name, replica.type.label, replica.index, leader)
     labels.update(selector_labels(job.name, replica))
-    labels[LABEL_CONTROLLER_UID] = job.uid
+    labels.update(job.owned_labels())
     if leader:
         labels[LABEL_JOB_ROLE] = "chief"
     return labels
