@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from support.pods import (
     headless_service,
     pod_manifest,
 )
+from support.waiting import wait_until
 
 from tfjob_localcluster.images import TRAINER
 
@@ -104,10 +104,13 @@ def test_deleting_an_owner_garbage_collects_its_dependents(
         pod_names = [p.metadata.name for p in core_v1.list_namespaced_pod(namespace).items]
         return [n for n in config_maps + pod_names if n in ("dependent", "dependent-pod")]
 
-    deadline = time.monotonic() + 60
-    while remaining():
-        assert time.monotonic() < deadline, f"not garbage-collected: {remaining()}"
-        time.sleep(0.3)
+    wait_until(
+        remaining,
+        60,
+        lambda left: f"the garbage collector to delete {left}",
+        until=lambda left: not left,
+        interval=0.3,
+    )
 
 
 def test_deployment_runs_its_pod_through_the_controllers(
@@ -131,10 +134,12 @@ def test_deployment_runs_its_pod_through_the_controllers(
             },
         },
     )
-    deadline = time.monotonic() + 60
-    while (apps.read_namespaced_deployment("web", namespace).status.available_replicas or 0) < 1:
-        assert time.monotonic() < deadline, "the deployment never became available"
-        time.sleep(0.3)
+    wait_until(
+        lambda: apps.read_namespaced_deployment("web", namespace).status.available_replicas,
+        60,
+        "the deployment to be available",
+        interval=0.3,
+    )
     pod_list = pods.core_v1.list_namespaced_pod(namespace, label_selector="app=web").items
     assert len(pod_list) == 1
     assert pod_list[0].status.phase == "Running"

@@ -8,12 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from support.cluster import Kubectl
+from support.waiting import wait_until
 
 from tfjob_localcluster import binaries, hoststate, network
 from tfjob_localcluster.cluster import LocalCluster
@@ -24,13 +23,6 @@ from tfjob_localcluster.slots import Slot, Slots
 pytestmark = pytest.mark.integration
 
 CLI = [sys.executable, "-m", "tfjob_localcluster.cli"]
-
-
-def wait_until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 def cli_down(state_dir: Path) -> subprocess.CompletedProcess[str]:
@@ -48,10 +40,13 @@ def network_names(prefix: str) -> list[str]:
 
 
 def wait_host_restored(before: hoststate.HostState, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while changed := hoststate.difference(before, hoststate.snapshot()):
-        assert time.monotonic() < deadline, f"the host is not as it was: {changed}"
-        time.sleep(0.5)
+    wait_until(
+        lambda: hoststate.difference(before, hoststate.snapshot()),
+        timeout,
+        lambda changed: f"the host to be as it was: {changed}",
+        until=lambda changed: not changed,
+        interval=0.5,
+    )
 
 
 def test_cli_up_is_idempotent_beside_another_cluster_and_up_after_down_restores_it(
@@ -87,7 +82,9 @@ def test_cli_up_is_idempotent_beside_another_cluster_and_up_after_down_restores_
         assert loaded.returncode == 0, loaded.stderr
         other("run", "probe", f"--image={BUSYBOX}", "--restart=Never", "--", "sh", "-c", "ls /")
         wait_until(
-            lambda: "Completed" in other("get", "pod", "probe").stdout, "the second cluster's pod"
+            lambda: "Completed" in other("get", "pod", "probe").stdout,
+            60,
+            "the second cluster's pod",
         )
         assert (
             "Ready"
@@ -143,7 +140,7 @@ def test_sigkilled_owner_leaves_no_orphans_after_the_sweep(cluster_state_root: P
         start_new_session=True,
     )
     try:
-        wait_until(lambda: (state_dir / "ready").exists() or owner.poll() is not None, "ready", 180)
+        wait_until(lambda: (state_dir / "ready").exists() or owner.poll() is not None, 180, "ready")
         assert owner.poll() is None, (cluster_state_root / "doomed.log").read_text()
         kubectl = Kubectl(binaries.locate().kubectl, state_dir / "admin.kubeconfig")
         loaded = subprocess.run(
@@ -169,6 +166,7 @@ def test_sigkilled_owner_leaves_no_orphans_after_the_sweep(cluster_state_root: P
         kubectl("apply", "-f", "-", input=json.dumps(pod))
         wait_until(
             lambda: "Running" in kubectl("get", "pod", "forker", "-n", "default").stdout,
+            60,
             "the pod running",
         )
         slot = slot_of(state_dir)
@@ -186,8 +184,8 @@ def test_sigkilled_owner_leaves_no_orphans_after_the_sweep(cluster_state_root: P
     # namespace: containers, their forked children, shims; mounts and links go with it.
     wait_until(
         lambda: not any(ProcessIdentity(e.pid, e.start_ticks).alive() for e in sleeps),
-        "the containers' processes to die with the node",
         30,
+        "the containers' processes to die with the node",
     )
     # The next start (here: an explicit sweep, as `down` or any claim does) removes what
     # outlives processes: the cgroups, the registry's record.

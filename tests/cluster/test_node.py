@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from support.cluster import Kubectl
 from support.pods import Pods, condition, container, container_status, pod_manifest
+from support.waiting import wait_until
 
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import TRAINER
@@ -36,11 +37,13 @@ def test_node_is_ready_on_containerd_with_gpus_from_the_device_plugin(
     addresses = {a["type"]: a["address"] for a in node["status"]["addresses"]}
     assert addresses["InternalIP"] == local_cluster.node_ip
     # The kubelet creates its lease once registered, and renews it.
-    deadline = time.monotonic() + 30
     lease = "lease", "-n", "kube-node-lease", local_cluster.node_name
-    while kubectl("get", *lease, check=False).returncode != 0:
-        assert time.monotonic() < deadline, "the node's lease was never created"
-        time.sleep(0.5)
+    wait_until(
+        lambda: kubectl("get", *lease, check=False).returncode == 0,
+        30,
+        "the node's lease",
+        interval=0.5,
+    )
     holder = kubectl("get", *lease, "-o", "jsonpath={.spec.holderIdentity}").stdout
     assert holder == local_cluster.node_name
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import ipaddress
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import tomli_w
 import yaml
 from support.cluster import namespace_name
+from support.waiting import wait_until
 
 from tfjob_localcluster import (
     addons,
@@ -344,10 +344,12 @@ def test_a_private_runs_bind_takes_what_the_command_writes_there(tmp_path: Path)
 def test_children_named_finds_a_child_by_its_command_name_until_it_exits() -> None:
     child = subprocess.Popen(["sleep", "30"])
     try:
-        deadline = time.monotonic() + 5  # until the child has exec'd sleep
-        while not (found := procs.children_named(os.getpid(), "sleep")):
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        found = wait_until(
+            lambda: procs.children_named(os.getpid(), "sleep"),
+            5,
+            "the child to have exec'd sleep",
+            interval=0.01,
+        )
         assert [identity.pid for identity in found] == [child.pid]
         assert procs.children_named(os.getpid(), "kubelet") == []
     finally:

@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client
 from support.backends import RELEASE_NAMESPACE, SCENARIO_KEY, Backend
 from support.tfjobs import TFJobs
+from support.waiting import wait_until
 
 from tfjob_localcluster.chart import SELECTOR
 from tfjob_localcluster.diagnose import describe_pods
@@ -29,10 +30,12 @@ def tfjobs(backend: Backend, request: pytest.FixtureRequest) -> Iterator[TFJobs]
     name = f"e2e-{request.node.originalname.removeprefix('test_')[:30].replace('_', '-')}"
     name = f"{name.rstrip('-')}-{secrets.token_hex(3)}"
     core.create_namespace({"metadata": {"name": name}})
-    deadline = time.monotonic() + 30
-    while not core.list_namespaced_service_account(name).items:
-        assert time.monotonic() < deadline, "the namespace's default ServiceAccount never came"
-        time.sleep(0.2)
+    wait_until(
+        lambda: core.list_namespaced_service_account(name).items,
+        30,
+        f"the ServiceAccount {name}/default",
+        interval=0.2,
+    )
     request.node.stash[SCENARIO_KEY] = (backend.api_client, name)
     yield TFJobs(backend.api_client, name)
     core.delete_namespace(name, propagation_policy="Background")

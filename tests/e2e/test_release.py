@@ -19,7 +19,6 @@ import re
 import subprocess
 import sys
 import tarfile
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from support.backends import backend_params
 from support.cluster import Kubectl, namespace_name
 from support.examples import documents
 from support.tfjobs import PodCreations, TFJobs, condition, shell_replica, tfjob
+from support.waiting import wait_until
 
 from release.wheel import digest as wheel_digest
 from tfjob_localcluster.binaries import locate, parse_versions
@@ -233,16 +233,16 @@ def assert_runs_pinned(target: Target, pinned: str) -> None:
     registry's name with the digest."""
     core = client.CoreV1Api(target.api)
     # After an upgrade the previous operator's pods terminate for a while: wait them out.
-    deadline = time.monotonic() + ROLLOUT_TIMEOUT
-    while True:
-        running = core.list_namespaced_pod(NAMESPACE).items
-        if {p.spec.containers[0].image for p in running} == {pinned}:
-            break
-        assert time.monotonic() < deadline, (
-            f"pods in {NAMESPACE} still not all running {pinned} after {ROLLOUT_TIMEOUT}s: "
+    running = wait_until(
+        lambda: core.list_namespaced_pod(NAMESPACE).items,
+        ROLLOUT_TIMEOUT,
+        lambda _: (
+            f"every pod in {NAMESPACE} to run {pinned}: "
             + target.kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide").stdout
-        )
-        time.sleep(1)
+        ),
+        until=lambda pods: {p.spec.containers[0].image for p in pods} == {pinned},
+        interval=1,
+    )
     printed = target.kubectl("get", "pods", "-n", NAMESPACE, "-o", "jsonpath={..image}").stdout
     log.info("kubectl get pods -n %s -o jsonpath='{..image}': %s", NAMESPACE, printed)
     for image in printed.split():

@@ -17,6 +17,7 @@ from kubernetes import client
 from support.backends import Backend
 from support.examples import example, set_args
 from support.tfjobs import GENERATION_ENV, PodCreations, TFJobs, condition
+from support.waiting import wait_until
 
 from tfjob_localcluster.diagnose import describe_pods
 from tfjob_localcluster.images import TRAINER
@@ -35,17 +36,22 @@ def results(tfjobs: TFJobs, pod: str) -> dict[str, Any]:
 
 
 def wait_for_log(tfjobs: TFJobs, pod: str, needle: str, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    log = ""
-    while time.monotonic() < deadline:
+    def read() -> str:
         try:
-            log = tfjobs.core.read_namespaced_pod_log(pod, tfjobs.namespace, container="tensorflow")
+            log: str = tfjobs.core.read_namespaced_pod_log(
+                pod, tfjobs.namespace, container="tensorflow"
+            )
         except client.ApiException:
-            log = ""
-        if needle in log:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"{pod}: {needle!r} never appeared; log ends:\n{log[-2000:]}")
+            return ""  # not started yet, or replaced
+        return log
+
+    wait_until(
+        read,
+        timeout,
+        lambda log: f"{needle!r} in {pod}'s log; it ends:\n{log[-2000:]}",
+        until=lambda log: needle in log,
+        interval=0.5,
+    )
 
 
 def test_mwms_two_workers_train_digits(tfjobs: TFJobs) -> None:

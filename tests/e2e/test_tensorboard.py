@@ -24,6 +24,7 @@ from support.backends import Backend
 from support.browser import chromium, poll_page, screenshot
 from support.examples import example, set_args
 from support.tfjobs import TFJobs
+from support.waiting import wait_until
 
 from tfjob_localcluster.images import TRAINER
 from tfjob_operator.client import TFJobClient
@@ -93,13 +94,13 @@ def served_in_cluster(core: client.CoreV1Api, namespace: str, url: str) -> str:
             },
         },
     )
-    deadline = time.monotonic() + 60
-    while (phase := core.read_namespaced_pod(name, namespace).status.phase) not in (
-        "Succeeded",
-        "Failed",
-    ):
-        assert time.monotonic() < deadline, f"the pod fetching {url} is still {phase}"
-        time.sleep(0.5)
+    phase = wait_until(
+        lambda: core.read_namespaced_pod(name, namespace).status.phase,
+        60,
+        lambda phase: f"the pod fetching {url} to end; it is {phase}",
+        until=lambda phase: phase in ("Succeeded", "Failed"),
+        interval=0.5,
+    )
     log: str = core.read_namespaced_pod_log(name, namespace)
     assert phase == "Succeeded", f"wget {url} failed: {log}"
     return log

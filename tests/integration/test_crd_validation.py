@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 from support.tfjob_manifests import REJECTED, Manifest, Rejected, container, replica, tfjob
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -345,12 +345,13 @@ def test_get_prints_state_and_replica_columns(
 
 def explain(kubectl: Kubectl, field: str) -> subprocess.CompletedProcess[str]:
     """`kubectl explain`, retried while the API server has not yet published the schema."""
-    deadline = time.monotonic() + 60
-    while True:
-        result = kubectl("explain", field, check=False)
-        if result.returncode == 0 or time.monotonic() > deadline:
-            return result
-        time.sleep(1)
+    return wait_until(
+        lambda: kubectl("explain", field, check=False),
+        60,
+        lambda result: f"kubectl explain {field}: {result.stderr}",
+        until=lambda result: result.returncode == 0,
+        interval=1,
+    )
 
 
 @pytest.mark.usefixtures("tfjob_crd")

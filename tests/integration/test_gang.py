@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from support.cluster import Kubectl
 from support.tfjobs import SHELL_IMAGE, TFJobs, condition, shell_replica, tfjob
+from support.waiting import wait_until
 
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.coscheduling import SCHEDULER_NAME
@@ -72,8 +73,9 @@ def free_millicpu(core: client.CoreV1Api, node: str) -> int:
     """The node's allocatable CPU less what its pods request, in millicores, once no pod of
     an earlier test is left to go: those of a namespace being deleted are deleted a few
     seconds later, and a gang sized against them would fit once they are gone."""
-    deadline = time.monotonic() + 120
-    while True:
+
+    def on_the_node() -> tuple[list[Any], list[str]]:
+        """The node's live pods, and those of them going away."""
         pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
         live = [p for p in pods if p.status.phase not in ("Succeeded", "Failed")]
         ending = {
@@ -84,10 +86,15 @@ def free_millicpu(core: client.CoreV1Api, node: str) -> int:
             for p in live
             if p.metadata.deletion_timestamp or p.metadata.namespace in ending
         ]
-        if not going:
-            break
-        assert time.monotonic() < deadline, f"pods of earlier tests still on the node: {going}"
-        time.sleep(1)
+        return live, going
+
+    live, _ = wait_until(
+        on_the_node,
+        120,
+        lambda seen: f"the pods of earlier tests to leave the node: {seen[1]}",
+        until=lambda seen: not seen[1],
+        interval=1,
+    )
     allocatable = core.read_node(node).status.allocatable["cpu"]
     total = int(allocatable[:-1]) if allocatable.endswith("m") else int(allocatable) * 1000
     requested = 0

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from kubernetes import client
 from support.tfjobs import TFJobs, shell_replica, tfjob
+from support.waiting import wait_until
 
 from tfjob_localcluster.chart import (
     CHART,
@@ -303,12 +304,13 @@ def test_helm_upgrade_to_a_namespaced_install_runs_tfjobs_with_roles_only(
         "--set", f"watchNamespaces={{{namespace}}}", "--set", "clusterDomain=cluster.local",
         "--set", "resources.limits.memory=384Mi", "--wait", "--timeout=180s",
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    pods = _operator_pods(kubectl, release_namespace, REPLICAS)
-    while {p["metadata"]["uid"] for p in pods} & before:
-        assert time.monotonic() < deadline, "the upgrade did not replace the operator pods"
-        time.sleep(0.5)
-        pods = _operator_pods(kubectl, release_namespace, REPLICAS)
+    pods = wait_until(
+        lambda: _operator_pods(kubectl, release_namespace, REPLICAS),
+        60,
+        "the upgrade to replace the operator pods",
+        until=lambda pods: not {p["metadata"]["uid"] for p in pods} & before,
+        interval=0.5,
+    )
     pod = pods[0]
     container = pod["spec"]["containers"][0]
     assert f"--namespace={namespace}" in container["args"]
@@ -370,26 +372,24 @@ def _operator_pod(kubectl: Any, namespace: str) -> dict[str, Any]:
 def _operator_pods(kubectl: Any, namespace: str, replicas: int) -> list[dict[str, Any]]:
     """The running, not terminating, operator pods of the release, once there are
     `replicas` of them."""
-    deadline = time.monotonic() + 90
-    while True:
-        pods = json.loads(
-            kubectl(
-                "get",
-                "pods",
-                "-n",
-                namespace,
-                "-l",
-                "app.kubernetes.io/name=tfjob-operator",
-                "-o",
-                "json",
-            ).stdout
-        )["items"]
-        running = [
+    selector = "app.kubernetes.io/name=tfjob-operator"
+
+    def running() -> list[dict[str, Any]]:
+        listed = kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json")
+        return [
             p
-            for p in pods
+            for p in json.loads(listed.stdout)["items"]
             if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
         ]
-        if len(running) == replicas:
-            return sorted(running, key=lambda p: str(p["metadata"]["name"]))
-        assert time.monotonic() < deadline, f"not {replicas} running operator pods: {pods}"
-        time.sleep(0.5)
+
+    found = wait_until(
+        running,
+        90,
+        lambda found: (
+            f"{replicas} running operator pods; running: "
+            + ", ".join(p["metadata"]["name"] for p in found)
+        ),
+        until=lambda found: len(found) == replicas,
+        interval=0.5,
+    )
+    return sorted(found, key=lambda p: str(p["metadata"]["name"]))

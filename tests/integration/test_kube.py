@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
+from support.waiting import wait_until
 
 from tfjob_operator.connection import load_connection
 from tfjob_operator.errors import ApiError
@@ -41,10 +41,12 @@ def test_create_in_a_terminating_namespace_is_recognised(core_v1: Any, namespace
         namespace, {"metadata": {"name": "held", "finalizers": [HOLD]}}
     )
     core_v1.delete_namespace(namespace)
-    deadline = time.monotonic() + 30
-    while core_v1.read_namespace(namespace).status.phase != "Terminating":
-        assert time.monotonic() < deadline, "namespace never reached Terminating"
-        time.sleep(0.1)
+    wait_until(
+        lambda: core_v1.read_namespace(namespace).status.phase == "Terminating",
+        30,
+        "the namespace to be Terminating",
+        interval=0.1,
+    )
     try:
         with pytest.raises(ApiError) as refused:
             asyncio.run(_create_pod(namespace))

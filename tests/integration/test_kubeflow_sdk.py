@@ -26,6 +26,7 @@ from kubernetes import client
 from kubernetes.client import V1Container, V1ObjectMeta, V1PodSpec, V1PodTemplateSpec
 from support.operator_process import OperatorProcess
 from support.tfjobs import SHELL_IMAGE
+from support.waiting import wait_until
 
 from tfjob_localcluster.coscheduling import SCHEDULER_NAME as SCHEDULER_PLUGINS
 
@@ -117,10 +118,13 @@ def test_every_training_client_method_for_a_tfjob(sdk: TrainingClient, namespace
     assert followed["mnist-worker-0"] == "replica mnist-worker-0 updone"
 
     sdk.delete_job("mnist")
-    deadline = time.monotonic() + TIMEOUT
-    while sdk.list_jobs():
-        assert time.monotonic() < deadline, "the TFJob was not deleted"
-        time.sleep(0.5)
+    wait_until(
+        sdk.list_jobs,
+        TIMEOUT,
+        "the TFJob to be deleted",
+        until=lambda jobs: not jobs,
+        interval=0.5,
+    )
 
 
 @pytest.fixture(params=["scheduler-plugins", "volcano"])
@@ -162,17 +166,19 @@ def test_a_volcano_gang_that_names_no_queue_is_in_volcanos_default_queue(
     """As Kubeflow's operator (and Volcano's webhook) sets it."""
     sdk.create_job(sdk_tfjob("queued", 1, "volcano"))
     groups = client.CustomObjectsApi(k8s_client)
-    deadline = time.monotonic() + TIMEOUT
-    while True:
+
+    def pod_group() -> dict[str, Any] | None:
         try:
-            group = groups.get_namespaced_custom_object(
+            found: dict[str, Any] = groups.get_namespaced_custom_object(
                 "scheduling.volcano.sh", "v1beta1", namespace, "podgroups", "queued"
             )
-            break
         except client.ApiException as error:
-            if error.status != 404 or time.monotonic() > deadline:
+            if error.status != 404:
                 raise
-            time.sleep(0.25)
+            return None
+        return found
+
+    group = wait_until(pod_group, TIMEOUT, "the job's Volcano PodGroup")
     assert group["spec"]["queue"] == "default"
     sdk.wait_for_job_conditions("queued", wait_timeout=TIMEOUT, polling_interval=1)
     assert_succeeded_as_kubeflow_reports_it(sdk, "queued")

@@ -10,7 +10,6 @@ browser: tests/e2e/test_tensorboard.py.
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 from kubernetes import client
 from support.operator_process import OperatorProcess
 from support.tfjobs import SHELL_IMAGE, TFJobs
+from support.waiting import wait_until
 
 from tfjob_operator.client import TFJobClient
 
@@ -104,10 +104,13 @@ def test_a_kubeflow_job_gets_its_tensorboard_from_the_annotation(
     tfjobs.custom.delete_namespaced_custom_object(
         "kubeflow.org", "v1", namespace, "tfjobs", "board"
     )
-    deadline = time.monotonic() + 60
-    while apps.list_namespaced_deployment(namespace).items:
-        assert time.monotonic() < deadline, "the TensorBoard outlived its job"
-        time.sleep(0.5)
+    wait_until(
+        lambda: apps.list_namespaced_deployment(namespace).items,
+        60,
+        "the TensorBoard to go with its job",
+        until=lambda boards: not boards,
+        interval=0.5,
+    )
 
 
 def test_a_bad_annotation_is_reported_and_the_job_runs_regardless(

@@ -26,13 +26,13 @@ import logging
 import re
 import secrets
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.waiting import wait_until
 from tfjob_localcluster import statedirs
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import BUSYBOX, PROJECT_IMAGES
@@ -179,16 +179,18 @@ def namespace(request: pytest.FixtureRequest, core_v1: Any) -> Iterator[str]:
 
     name = namespace_name(request.node.name)
     core_v1.create_namespace({"metadata": {"name": name, "labels": {NAMESPACE_LABEL: "true"}}})
+
     # Pods are rejected until the service account controller made `default`.
-    deadline = time.monotonic() + 30
-    while True:
+    def default_account() -> bool:
         try:
             core_v1.read_namespaced_service_account("default", name)
-            break
         except ApiException as error:
-            if error.status != 404 or time.monotonic() > deadline:
+            if error.status != 404:
                 raise
-            time.sleep(0.1)
+            return False
+        return True
+
+    wait_until(default_account, 30, f"the ServiceAccount {name}/default", interval=0.1)
     try:
         yield name
     finally:

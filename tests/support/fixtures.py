@@ -5,7 +5,6 @@ schedulers (for the modules that use them)."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 from support.cluster import Kubectl
 from support.operator_process import OperatorProcess
 from support.tfjobs import TFJobs
+from support.waiting import wait_until
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.coscheduling import Coscheduling
 from tfjob_localcluster.ociregistry import OciRegistry
@@ -48,10 +48,12 @@ def install_crd(kubectl: Any, path: Path) -> None:
     """Applies the CRD in `path` and waits until the API server serves it."""
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
     name = path.name.removesuffix(".yaml")
-    deadline = time.monotonic() + 60
-    while not _established(json.loads(kubectl("get", "crd", name, "-o", "json").stdout)):
-        assert time.monotonic() < deadline, f"the CRD {name} was not established in 60s"
-        time.sleep(0.2)
+    wait_until(
+        lambda: _established(json.loads(kubectl("get", "crd", name, "-o", "json").stdout)),
+        60,
+        f"the CRD {name} to be established",
+        interval=0.2,
+    )
 
 
 def _established(crd: dict[str, Any]) -> bool:

@@ -6,10 +6,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
+from support.waiting import wait_until
 from tfjob_localcluster.controlplane import free_port
 
 
@@ -48,14 +48,17 @@ class OperatorProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the operator exited early:\n{self.log_tail()}")
-            if self._healthy():
-                return
-            time.sleep(0.2)
-        raise RuntimeError(f"the operator did not become healthy in {timeout}s:\n{self.log_tail()}")
+        wait_until(
+            self._alive_and_healthy,
+            timeout,
+            lambda _: f"the operator to be healthy:\n{self.log_tail()}",
+            interval=0.2,
+        )
+
+    def _alive_and_healthy(self) -> bool:
+        if self.process.poll() is not None:
+            raise RuntimeError(f"the operator exited early:\n{self.log_tail()}")
+        return self._healthy()
 
     def kill(self) -> None:
         """SIGKILL: the operator gets no chance to finish anything."""

@@ -7,10 +7,10 @@ see objects exactly as the API serves them (dicts, camelCase keys).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
+from support.waiting import wait_until
 from tfjob_localcluster.images import BUSYBOX
 
 Obj = dict[str, Any]
@@ -128,17 +128,16 @@ class Pods:
     def wait(
         self, name: str, predicate: Callable[[Obj], bool], what: str, timeout: float = 90
     ) -> Obj:
-        deadline = time.monotonic() + timeout
-        while True:
-            pod = self.get(name)
-            if predicate(pod):
-                return pod
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"pod {self.namespace}/{name}: {what} not reached in {timeout}s; "
-                    f"status: {json.dumps(pod.get('status'), indent=1)}"
-                )
-            time.sleep(0.2)
+        return wait_until(
+            lambda: self.get(name),
+            timeout,
+            lambda pod: (
+                f"pod {self.namespace}/{name}: {what}; "
+                f"status: {json.dumps(pod.get('status'), indent=1)}"
+            ),
+            until=predicate,
+            interval=0.2,
+        )
 
     def wait_phase(self, name: str, *phases: str, timeout: float = 90) -> Obj:
         return self.wait(
@@ -168,14 +167,13 @@ class Pods:
     def wait_log(
         self, name: str, predicate: Callable[[str], bool], what: str, timeout: float = 60
     ) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            text = self.log(name)
-            if predicate(text):
-                return text
-            if time.monotonic() > deadline:
-                raise AssertionError(f"pod {name}: log never showed {what}; log: {text!r}")
-            time.sleep(0.2)
+        return wait_until(
+            lambda: self.log(name),
+            timeout,
+            lambda text: f"pod {name}'s log to show {what}; log: {text!r}",
+            until=predicate,
+            interval=0.2,
+        )
 
     def events(self, name: str) -> list[Obj]:
         reply = self.core_v1.list_namespaced_event(
@@ -187,12 +185,11 @@ class Pods:
         return items
 
     def wait_event(self, name: str, reason: str, timeout: float = 30) -> Obj:
-        deadline = time.monotonic() + timeout
-        while True:
-            found = [e for e in self.events(name) if e["reason"] == reason]
-            if found:
-                return found[0]
-            if time.monotonic() > deadline:
-                reasons = [e["reason"] for e in self.events(name)]
-                raise AssertionError(f"no {reason} event for pod {name}; events: {reasons}")
-            time.sleep(0.2)
+        events = wait_until(
+            lambda: self.events(name),
+            timeout,
+            lambda seen: f"a {reason} event for pod {name}; events: {[e['reason'] for e in seen]}",
+            until=lambda seen: any(e["reason"] == reason for e in seen),
+            interval=0.2,
+        )
+        return next(e for e in events if e["reason"] == reason)

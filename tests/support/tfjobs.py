@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -12,6 +11,7 @@ from typing import Any, TypeVar
 from kubernetes import client, watch
 
 from support.examples import claims
+from support.waiting import wait_until
 from tfjob_localcluster.images import BUSYBOX
 
 GROUP, VERSION, PLURAL = "tfjob.dev", "v1", "tfjobs"
@@ -197,17 +197,12 @@ class TFJobs:
         timeout: float,
     ) -> T:
         """Polls `fetch()` until `predicate` holds; on timeout fails describing TFJob `name`."""
-        deadline = time.monotonic() + timeout
-        while True:
-            seen = fetch()
-            if predicate(seen):
-                return seen
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"TFJob {name}: timed out after {timeout}s waiting for {what}\n"
-                    f"{self.describe(name)}"
-                )
-            time.sleep(0.25)
+        return wait_until(
+            fetch,
+            timeout,
+            lambda _: f"TFJob {name}: {what}\n{self.describe(name)}",
+            until=predicate,
+        )
 
     def describe(self, name: str) -> str:
         """The job's status, events and pods: what a failing test needs to show."""

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from support.waiting import wait_until
+
 from tfjob_localcluster.controlplane import free_ports
 from tfjob_trainer.results import parse_results
 
@@ -79,22 +81,29 @@ class Task:
         return self.returncode
 
     def wait(self, timeout: float) -> int:
-        deadline = time.monotonic() + timeout
-        while self.poll() is None:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.name} still running after {timeout:g} s\n{self.tail()}")
-            time.sleep(0.1)
+        wait_until(
+            lambda: self.poll() is not None,
+            timeout,
+            lambda _: f"{self.name} to exit\n{self.tail()}",
+            interval=0.1,
+        )
         assert self.returncode is not None
         return self.returncode
 
     def wait_for_line(self, needle: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while needle not in self.log:
-            if self.poll() is not None:
-                raise AssertionError(f"{self.name} exited {self.returncode}\n{self.tail()}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.name}: no {needle!r} in {timeout:g} s\n{self.tail()}")
-            time.sleep(0.1)
+        wait_until(
+            lambda: self._shows(needle),
+            timeout,
+            lambda _: f"{needle!r} in {self.name}'s log\n{self.tail()}",
+            interval=0.1,
+        )
+
+    def _shows(self, needle: str) -> bool:
+        if needle in self.log:
+            return True
+        if self.poll() is not None:
+            raise AssertionError(f"{self.name} exited {self.returncode}\n{self.tail()}")
+        return False
 
     def tail(self, lines: int = 40) -> str:
         return f"--- {self.name} log (last {lines} lines) ---\n" + "\n".join(

@@ -7,10 +7,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
+from support.waiting import wait_until
 
 from tfjob_trainer.peers import PeerWatch, peers_of, probe, report
 from tfjob_trainer.tf_config import parse_tf_config
@@ -121,14 +121,12 @@ def test_watcher_exits_when_its_parent_is_gone(refusing: str) -> None:
     assert parent.stdout is not None
     watcher = int(parent.stdout.readline())
     parent.wait(10)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def ended() -> bool:
         try:
             with open(f"/proc/{watcher}/status") as status:
-                if "State:\tZ" in status.read():
-                    break
+                return "State:\tZ" in status.read()
         except FileNotFoundError:
-            break
-        time.sleep(0.2)
-    else:
-        pytest.fail(f"watcher {watcher} still runs 10 s after its parent exited")
+            return True
+
+    wait_until(ended, 10, f"watcher {watcher} to end after its parent exited", interval=0.2)

@@ -1,0 +1,37 @@
+"""Waiting in tests: one loop, which fails saying what it waited for and what it saw.
+
+A test waits on something outside it (an API server, a kubelet, a process) by polling. Every
+such wait goes through `wait_until`, so that each has a timeout, none sleeps a fixed time
+more than it must, and a timeout's message is written once: what was awaited, for how long,
+and, where the caller can say it, what was there instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_until(
+    check: Callable[[], T],
+    timeout: float,
+    what: str | Callable[[T], str],
+    *,
+    until: Callable[[T], bool] = bool,
+    interval: float = 0.25,
+) -> T:
+    """Calls `check` until `until` holds for what it returned (by default: until that is
+    true), and returns that value. Past `timeout` seconds, fails with an AssertionError
+    naming `what`; a function is given the last value, to say what was seen."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = check()
+        if until(seen):
+            return seen
+        if time.monotonic() > deadline:
+            described = what(seen) if callable(what) else what
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {described}")
+        time.sleep(interval)
