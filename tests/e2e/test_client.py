@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 from support.backends import Backend
+from support.builders import shell_replica, tfjob
 from support.examples import ROOT, example, set_args
-from support.tfjobs import TFJobs, shell_replica, tfjob
+from support.tfjobs import TFJobs
 
 from tfjob_localcluster.images import TRAINER
 from tfjob_operator.client import ApiError, LogLine, TFJobClient

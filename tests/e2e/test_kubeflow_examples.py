@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 import yaml
+from support.builders import SHELL_IMAGE
 from support.cluster import Kubectl
 from support.fixtures import stop_session_operator
-from support.tfjobs import SHELL_IMAGE, TFJobs, condition
+from support.tfjobs import TFJobs, condition
 
 from tfjob_localcluster.binaries import read_versions
 from tfjob_localcluster.chart import CHART, RELEASE, install_operator, run_helm

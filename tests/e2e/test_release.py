@@ -29,9 +29,10 @@ import pytest
 import yaml
 from kubernetes import client, config
 from support.backends import backend_params
+from support.builders import shell_replica, tfjob
 from support.cluster import Kubectl, namespace_name
 from support.examples import documents
-from support.tfjobs import PodCreations, TFJobs, condition, shell_replica, tfjob
+from support.tfjobs import PodCreations, TFJobs, condition
 from support.waiting import wait_until
 
 from release.wheel import digest as wheel_digest

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 from support.backends import Backend
+from support.builders import GENERATION_ENV
 from support.examples import example, set_args
-from support.tfjobs import GENERATION_ENV, PodCreations, TFJobs, condition
+from support.tfjobs import PodCreations, TFJobs, condition
 from support.waiting import wait_until
 
 from tfjob_localcluster.diagnose import describe_pods

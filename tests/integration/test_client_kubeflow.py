@@ -11,8 +11,8 @@ import io
 import json
 
 import pytest
+from support.builders import SHELL_IMAGE
 from support.operator_process import OperatorProcess
-from support.tfjobs import SHELL_IMAGE
 
 from tfjob_operator.client import TFJobClient
 

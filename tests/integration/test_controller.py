@@ -11,7 +11,8 @@ import time
 from typing import Any
 
 import pytest
-from support.tfjobs import PodCreations, TFJobs, condition, shell_replica, tfjob
+from support.builders import shell_replica, tfjob
+from support.tfjobs import PodCreations, TFJobs, condition
 
 pytestmark = pytest.mark.integration
 

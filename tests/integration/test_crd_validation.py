@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 import yaml
-from support.tfjob_manifests import REJECTED, Manifest, Rejected, container, replica, tfjob
+from support.builders import Manifest, container, replica_spec, tfjob
+from support.rejected_tfjobs import REJECTED, Rejected
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -126,12 +127,15 @@ def test_kubeflow_style_tfjob_is_accepted_with_defaults(kubectl: Kubectl, namesp
 
 
 ACCEPTED = [
-    ("minimal", tfjob({"Worker": replica()})),
+    ("minimal", tfjob("job", {"Worker": replica_spec(None)})),
     # 53 + "-worker-99" is exactly 63 characters.
-    ("name-at-the-limit", tfjob({"Worker": replica(100)}, name="c" * 53)),
-    ("master-alias", tfjob({"Master": replica(1), "Worker": replica(3), "PS": replica(2)})),
-    ("chief-and-evaluator", tfjob({"Chief": replica(1), "Evaluator": replica(1)})),
-    ("zero-replicas-allowed", tfjob({"Chief": replica(0), "Worker": replica(1)})),
+    ("name-at-the-limit", tfjob("c" * 53, {"Worker": replica_spec(100)})),
+    (
+        "master-alias",
+        tfjob("job", {"Master": replica_spec(1), "Worker": replica_spec(3), "PS": replica_spec(2)}),
+    ),
+    ("chief-and-evaluator", tfjob("job", {"Chief": replica_spec(1), "Evaluator": replica_spec(1)})),
+    ("zero-replicas-allowed", tfjob("job", {"Chief": replica_spec(0), "Worker": replica_spec(1)})),
     (
         "implemented-policies",
         tfjob(
@@ -151,7 +155,8 @@ ACCEPTED = [
     (
         "gang-of-the-whole-job",
         tfjob(
-            {"Chief": replica(1), "Worker": replica(3)},
+            "job",
+            {"Chief": replica_spec(1), "Worker": replica_spec(3)},
             runPolicy={
                 "schedulingPolicy": {
                     "minAvailable": 4,
@@ -169,12 +174,15 @@ ACCEPTED = [
     (
         "exit-code-policy-and-sidecar",
         tfjob(
+            "job",
             {
                 "Worker": {
-                    **replica(2, [container(), container("logger", image="busybox")]),
+                    **replica_spec(
+                        2, containers=[container(), container("logger", image="busybox")]
+                    ),
                     "restartPolicy": "ExitCode",
                 }
-            }
+            },
         ),
     ),
 ]
@@ -195,10 +203,10 @@ def test_valid_tfjob_is_accepted_and_defaulted(
     stored = json.loads(result.stdout)["spec"]
     given = manifest["spec"]
     assert stored["tfReplicaSpecs"].keys() == given["tfReplicaSpecs"].keys()
-    for replica_type, replica_spec in stored["tfReplicaSpecs"].items():
+    for replica_type, defaulted in stored["tfReplicaSpecs"].items():
         asked = given["tfReplicaSpecs"][replica_type]
-        assert replica_spec["replicas"] == asked.get("replicas", 1)
-        assert replica_spec["restartPolicy"] == asked.get("restartPolicy", "Never")
+        assert defaulted["replicas"] == asked.get("replicas", 1)
+        assert defaulted["restartPolicy"] == asked.get("restartPolicy", "Never")
     run_policy = given.get("runPolicy", {})
     assert stored["runPolicy"]["cleanPodPolicy"] == run_policy.get("cleanPodPolicy", "Running")
     assert stored["runPolicy"]["suspend"] == run_policy.get("suspend", False)
@@ -262,7 +270,7 @@ def put_status(
 def test_status_subresource_keeps_what_the_operator_writes(
     kubectl: Kubectl, namespace: str
 ) -> None:
-    manifest = tfjob({"Worker": replica(3)})
+    manifest = tfjob("job", {"Worker": replica_spec(3)})
     with_status = {**manifest, "status": OPERATOR_STATUS}
     created = kubectl(
         "create", "--dry-run=server", "-o", "json", "-n", namespace, "-f", "-",
@@ -286,7 +294,7 @@ def test_status_subresource_keeps_what_the_operator_writes(
 def test_get_prints_state_and_replica_columns(
     kubectl: Kubectl, k8s_client: Any, namespace: str
 ) -> None:
-    assert apply(kubectl, namespace, tfjob({"Worker": replica(3)})).returncode == 0
+    assert apply(kubectl, namespace, tfjob("job", {"Worker": replica_spec(3)})).returncode == 0
     assert put_status(kubectl, namespace, "job", OPERATOR_STATUS).returncode == 0
 
     printed = kubectl("get", "tfj", "-n", namespace).stdout.splitlines()

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from support.builders import SHELL_IMAGE, shell_replica, tfjob
 from support.cluster import Kubectl
-from support.tfjobs import SHELL_IMAGE, TFJobs, condition, shell_replica, tfjob
+from support.tfjobs import TFJobs, condition
 from support.waiting import wait_until
 
 from tfjob_localcluster.cluster import LocalCluster

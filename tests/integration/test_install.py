@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from support.tfjobs import TFJobs, shell_replica, tfjob
+from support.builders import shell_replica, tfjob
+from support.tfjobs import TFJobs
 from support.waiting import wait_until
 
 from tfjob_localcluster.chart import (

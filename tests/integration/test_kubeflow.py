@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from support.builders import SHELL_IMAGE, shell_replica, tfjob
 from support.cluster import Kubectl
 from support.fixtures import INVALID_POD_GRACE_SECONDS
 from support.operator_process import OperatorProcess
-from support.tfjob_manifests import POD_API, REJECTED, Rejected
-from support.tfjobs import SHELL_IMAGE, TFJobs, condition, shell_replica, tfjob
+from support.rejected_tfjobs import POD_API, REJECTED, Rejected
+from support.tfjobs import TFJobs, condition
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.builders import shell_replica, tfjob
 from support.cluster import Kubectl
 from support.operator_process import OperatorProcess
-from support.tfjobs import TFJobs, shell_replica, tfjob
+from support.tfjobs import TFJobs
 
 from bench.promtext import counters
 

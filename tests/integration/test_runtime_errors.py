@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from support.builders import shell_replica, tfjob
 from support.cluster import Kubectl
 from support.fixtures import INVALID_POD_GRACE_SECONDS
 from support.operator_process import OperatorProcess
-from support.tfjobs import TFJobs, condition, shell_replica, tfjob
+from support.tfjobs import TFJobs, condition
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from support.builders import SHELL_IMAGE
 from support.operator_process import OperatorProcess
-from support.tfjobs import SHELL_IMAGE, TFJobs
+from support.tfjobs import TFJobs
 from support.waiting import wait_until
 
 from tfjob_operator.client import TFJobClient

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from support.builders import shell_replica, tfjob
 from support.operator_process import OperatorProcess
-from support.tfjobs import TFJobs, condition, shell_replica, tfjob
+from support.tfjobs import TFJobs, condition
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.kueue import Kueue
 

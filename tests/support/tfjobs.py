@@ -10,55 +10,11 @@ from typing import Any, TypeVar
 
 from kubernetes import client, watch
 
+from support.builders import GROUP, PLURAL, VERSION
 from support.examples import claims
 from support.waiting import wait_until
-from tfjob_localcluster.images import BUSYBOX
 
-GROUP, VERSION, PLURAL = "tfjob.dev", "v1", "tfjobs"
 T = TypeVar("T")
-SHELL_IMAGE = BUSYBOX
-#: Lets a replica's command know which incarnation it is (0 before any restart).
-GENERATION_ENV = {
-    "name": "GENERATION",
-    "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['tfjob.dev/replica-generation']"}},
-}
-
-
-def shell_replica(
-    script: str,
-    replicas: int = 1,
-    policy: str | None = None,
-    grace: int = 1,
-) -> dict[str, Any]:
-    """A replica whose tensorflow container runs `sh -c script`."""
-    spec: dict[str, Any] = {
-        "replicas": replicas,
-        "template": {
-            "spec": {
-                "terminationGracePeriodSeconds": grace,
-                "containers": [
-                    {
-                        "name": "tensorflow",
-                        "image": SHELL_IMAGE,
-                        "command": ["sh", "-c", script],
-                        "env": [GENERATION_ENV],
-                    }
-                ],
-            }
-        },
-    }
-    if policy:
-        spec["restartPolicy"] = policy
-    return spec
-
-
-def tfjob(name: str, replica_specs: Mapping[str, Any], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "TFJob",
-        "metadata": {"name": name},
-        "spec": {"tfReplicaSpecs": dict(replica_specs), **spec},
-    }
 
 
 class TFJobs:

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from support.builders import JOB, NOW, replica_spec
 
 from tfjob_operator.api import JobRef
 from tfjob_operator.controller import (
@@ -42,8 +43,6 @@ from tfjob_operator.queueing import workload_name
 from tfjob_operator.tensorboard import observe_board
 from tfjob_operator.timeutil import to_rfc3339
 from tfjob_operator.watchcache import Store
-
-from .tfjobs import JOB, NOW, replica_spec
 
 pytestmark = pytest.mark.unit
 

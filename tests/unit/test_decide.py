@@ -6,13 +6,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from support.builders import JOB, NOW, job_view, pod, replica_spec, services
 
 from tfjob_operator.api import KUBEFLOW, JobRef
 from tfjob_operator.decide import JobView, Plan, decide
 from tfjob_operator.observe import WorkloadObservation
 from tfjob_operator.refusals import Refusal
-
-from .tfjobs import JOB, NOW, job_view, pod, replica_spec, services
 
 pytestmark = pytest.mark.unit
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from support.builders import NOW
 
 from tfjob_operator.events import WARNING, Event, EventSeries, repeat_patch
-
-from .tfjobs import NOW
 
 pytestmark = pytest.mark.unit
 

@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from support.builders import JOB, NOW, job_view, pod, replica_spec
 
 from tfjob_operator import quantity
 from tfjob_operator.decide import decide
@@ -27,7 +28,6 @@ from tfjob_operator.render import render_pod
 from tfjob_operator.spec import InvalidSpec, Replica, parse_spec
 
 from .test_controller import KEY, Harness
-from .tfjobs import JOB, NOW, job_view, pod, replica_spec
 
 pytestmark = pytest.mark.unit
 

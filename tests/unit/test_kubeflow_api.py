@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from support.builders import NOW, replica_of, replica_spec
 
 from tfjob_operator.api import KUBEFLOW, TFJOB_DEV, JobRef, api_of, reconciles
 from tfjob_operator.controller import Caches, Controller
@@ -21,7 +22,6 @@ from tfjob_operator.spec import parse_spec
 from tfjob_operator.watchcache import Store
 
 from .test_controller import FakeClock, FakeWrites
-from .tfjobs import NOW, replica, replica_spec
 
 pytestmark = pytest.mark.unit
 
@@ -81,8 +81,8 @@ def test_the_operator_reconciles_unset_or_its_own_managed_by(
 def test_children_carry_kubeflows_labels_and_a_kubeflow_owner() -> None:
     spec = parse_spec("mnist", SPEC)
     for key, role in (("worker-0", "master"), ("worker-1", None), ("ps-0", None)):
-        pod = render_pod(KUBEFLOW_JOB, spec, replica(key), generation=0)
-        service = render_service(KUBEFLOW_JOB, spec, replica(key))
+        pod = render_pod(KUBEFLOW_JOB, spec, replica_of(key), generation=0)
+        service = render_service(KUBEFLOW_JOB, spec, replica_of(key))
         replica_type, index = key.split("-")
         for child in (pod, service):
             labels = child["metadata"]["labels"]
@@ -105,9 +105,9 @@ def test_children_carry_kubeflows_labels_and_a_kubeflow_owner() -> None:
 
 def test_tfjob_dev_children_carry_no_kubeflow_label() -> None:
     spec = parse_spec("mnist", SPEC)
-    labels = render_pod(JobRef("ml", "mnist", "uid-1"), spec, replica("worker-0"), 0)["metadata"][
-        "labels"
-    ]
+    labels = render_pod(JobRef("ml", "mnist", "uid-1"), spec, replica_of("worker-0"), 0)[
+        "metadata"
+    ]["labels"]
     assert not [k for k in labels if k.startswith("training.kubeflow.org/")]
 
 

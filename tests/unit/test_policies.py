@@ -4,6 +4,7 @@ status changes record a decision."""
 from __future__ import annotations
 
 import pytest
+from support.builders import replica_of, replica_spec
 
 from tfjob_operator.api import RestartPolicy
 from tfjob_operator.failure_policy import is_retryable, past_backoff_limit, restart_group
@@ -12,8 +13,6 @@ from tfjob_operator.spec import JobSpec, parse_spec
 from tfjob_operator.status import StatusWrite, status_write
 from tfjob_operator.success_policy import leader_succeeded
 from tfjob_operator.tfconfig import cluster_digest, job_configs, tf_config
-
-from .tfjobs import replica, replica_spec
 
 pytestmark = pytest.mark.unit
 
@@ -49,15 +48,15 @@ def test_retryable_exit_codes(policy: RestartPolicy, code: int, retryable: bool)
 
 
 def test_a_ps_job_restarts_a_worker_alone_and_anything_else_with_the_training_group() -> None:
-    assert restart_group(PSS, replica("worker-1")) == {replica("worker-1")}
-    assert {r.key for r in restart_group(PSS, replica("ps-0"))} == {
+    assert restart_group(PSS, replica_of("worker-1")) == {replica_of("worker-1")}
+    assert {r.key for r in restart_group(PSS, replica_of("ps-0"))} == {
         "chief-0",
         "worker-0",
         "worker-1",
         "ps-0",
     }
-    assert restart_group(PSS, replica("evaluator-0")) == {replica("evaluator-0")}
-    assert {r.key for r in restart_group(MWMS, replica("worker-2"))} == {
+    assert restart_group(PSS, replica_of("evaluator-0")) == {replica_of("evaluator-0")}
+    assert {r.key for r in restart_group(MWMS, replica_of("worker-2"))} == {
         "worker-0",
         "worker-1",
         "worker-2",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from support.builders import JOB, NOW, pod, replica_spec
 
 from tfjob_operator.api import KUBEFLOW, TFJOB_DEV, JobRef
 from tfjob_operator.decide import JobView, Plan, decide
@@ -28,8 +29,6 @@ from tfjob_operator.queueing import (
     workload_name,
 )
 from tfjob_operator.spec import parse_spec
-
-from .tfjobs import JOB, NOW, pod, replica_spec
 
 pytestmark = pytest.mark.unit
 

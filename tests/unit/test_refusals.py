@@ -6,10 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from support.builders import NOW
 
 from tfjob_operator.refusals import MAX_RETRY_SECONDS, Refusal, Refusals
-
-from .tfjobs import NOW
 
 pytestmark = pytest.mark.unit
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.builders import JOB, replica_of, replica_spec
 
 from tfjob_operator.render import render_pod, render_service
 from tfjob_operator.spec import Replica, parse_spec
 from tfjob_operator.tfconfig import tf_config
-
-from .tfjobs import JOB, replica, replica_spec
 
 pytestmark = pytest.mark.unit
 
@@ -22,7 +21,7 @@ def env_of(pod: dict) -> dict[str, str]:
 
 def config_of(spec: dict, key: str, domain: str | None = None) -> dict | None:
     parsed = parse_spec(JOB.name, spec)
-    value = env_of(render_pod(JOB, parsed, replica(key), 0, domain)).get("TF_CONFIG")
+    value = env_of(render_pod(JOB, parsed, replica_of(key), 0, domain)).get("TF_CONFIG")
     return json.loads(value) if value else None
 
 
@@ -84,17 +83,17 @@ def test_named_port_sets_the_tf_config_port_and_is_not_duplicated() -> None:
     ports = [{"name": "tfjob-port", "containerPort": 3333}]
     spec = {"tfReplicaSpecs": {"Worker": replica_spec(2, ports=ports)}}
     parsed = parse_spec(JOB.name, spec)
-    pod = render_pod(JOB, parsed, Replica(replica("worker-0").type, 0), 0)
+    pod = render_pod(JOB, parsed, Replica(replica_of("worker-0").type, 0), 0)
     assert config_of(spec, "worker-0")["cluster"]["worker"][0].endswith(":3333")
     assert pod["spec"]["containers"][0]["ports"] == ports
-    service = render_service(JOB, parsed, replica("worker-0"))
+    service = render_service(JOB, parsed, replica_of("worker-0"))
     assert service["spec"]["ports"][0]["port"] == 3333
 
 
 def test_default_port_added_and_user_tf_config_replaced() -> None:
     env = [{"name": "TF_CONFIG", "value": "{}"}, {"name": "OTHER", "value": "1"}]
     spec = {"tfReplicaSpecs": {"Worker": replica_spec(2, env=env)}}
-    pod = render_pod(JOB, parse_spec(JOB.name, spec), replica("worker-1"), 0)
+    pod = render_pod(JOB, parse_spec(JOB.name, spec), replica_of("worker-1"), 0)
     container = pod["spec"]["containers"][0]
     assert container["ports"] == [{"name": "tfjob-port", "containerPort": 2222, "protocol": "TCP"}]
     names = [e["name"] for e in container["env"]]
@@ -106,8 +105,8 @@ def test_default_port_added_and_user_tf_config_replaced() -> None:
 def test_pod_and_service_identity_labels_and_owner() -> None:
     spec = {"tfReplicaSpecs": {"Worker": replica_spec(2)}}
     parsed = parse_spec(JOB.name, spec)
-    pod = render_pod(JOB, parsed, replica("worker-1"), 3)
-    service = render_service(JOB, parsed, replica("worker-1"))
+    pod = render_pod(JOB, parsed, replica_of("worker-1"), 3)
+    service = render_service(JOB, parsed, replica_of("worker-1"))
     assert pod["metadata"]["name"] == service["metadata"]["name"] == "mnist-worker-1"
     labels = pod["metadata"]["labels"]
     assert labels["tfjob.dev/job-name"] == "mnist"
@@ -168,19 +167,19 @@ def test_exit_code_policy_becomes_pod_restart_policy_never() -> None:
 def test_gpu_request_gets_toleration_once() -> None:
     gpu = {"limits": {"nvidia.com/gpu": 1}}
     spec = {"tfReplicaSpecs": {"Worker": replica_spec(1, resources=gpu)}}
-    pod = render_pod(JOB, parse_spec(JOB.name, spec), replica("worker-0"), 0)
+    pod = render_pod(JOB, parse_spec(JOB.name, spec), replica_of("worker-0"), 0)
     assert pod["spec"]["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     ]
     own = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"}
     spec["tfReplicaSpecs"]["Worker"]["template"]["spec"]["tolerations"] = [own]
-    pod = render_pod(JOB, parse_spec(JOB.name, spec), replica("worker-0"), 0)
+    pod = render_pod(JOB, parse_spec(JOB.name, spec), replica_of("worker-0"), 0)
     assert pod["spec"]["tolerations"] == [own]
 
 
 def test_cpu_pod_gets_no_gpu_toleration() -> None:
     spec = {"tfReplicaSpecs": {"Worker": replica_spec(1)}}
-    pod = render_pod(JOB, parse_spec(JOB.name, spec), replica("worker-0"), 0)
+    pod = render_pod(JOB, parse_spec(JOB.name, spec), replica_of("worker-0"), 0)
     assert "tolerations" not in pod["spec"]
 
 
@@ -189,7 +188,7 @@ def test_priority_class_from_scheduling_policy() -> None:
         "tfReplicaSpecs": {"Worker": replica_spec(1)},
         "runPolicy": {"schedulingPolicy": {"priorityClass": "high"}},
     }
-    pod = render_pod(JOB, parse_spec(JOB.name, spec), replica("worker-0"), 0)
+    pod = render_pod(JOB, parse_spec(JOB.name, spec), replica_of("worker-0"), 0)
     assert pod["spec"]["priorityClassName"] == "high"
 
 
@@ -214,7 +213,7 @@ def test_tf_config_task_index_per_replica() -> None:
 def test_identity_variables_come_first_and_the_template_may_override_them() -> None:
     env = [{"name": "TFJOB_NAME", "value": "mine"}, {"name": "DIR", "value": "/x/$(TFJOB_UID)"}]
     spec = {"tfReplicaSpecs": {"Worker": replica_spec(2, env=env)}}
-    pod = render_pod(JOB, parse_spec(JOB.name, spec), replica("worker-1"), 0)
+    pod = render_pod(JOB, parse_spec(JOB.name, spec), replica_of("worker-1"), 0)
     names = [e["name"] for e in pod["spec"]["containers"][0]["env"]]
     assert names == [
         "TFJOB_NAMESPACE",
@@ -235,5 +234,5 @@ def test_the_gpu_limit_reaches_the_trainer_so_it_can_check_tensorflow_sees_it() 
     gpu = {"limits": {"nvidia.com/gpu": 2}}
     spec = {"tfReplicaSpecs": {"Worker": replica_spec(1, resources=gpu), "PS": replica_spec(1)}}
     parsed = parse_spec(JOB.name, spec)
-    assert env_of(render_pod(JOB, parsed, replica("worker-0"), 0))["TFJOB_GPUS"] == "2"
-    assert "TFJOB_GPUS" not in env_of(render_pod(JOB, parsed, replica("ps-0"), 0))
+    assert env_of(render_pod(JOB, parsed, replica_of("worker-0"), 0))["TFJOB_GPUS"] == "2"
+    assert "TFJOB_GPUS" not in env_of(render_pod(JOB, parsed, replica_of("ps-0"), 0))

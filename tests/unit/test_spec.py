@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from support.builders import replica_spec, template
 
 from tfjob_operator.api import CleanPodPolicy, ReplicaType, RestartPolicy
 from tfjob_operator.mergepatch import merge_patch
 from tfjob_operator.spec import InvalidSpec, parse_spec
-
-from .tfjobs import replica_spec, template
 
 pytestmark = pytest.mark.unit
 

@@ -5,7 +5,7 @@ API server can know (the pod template's own schema, unknown fields)."""
 from __future__ import annotations
 
 import pytest
-from support.tfjob_manifests import REJECTED, Rejected
+from support.rejected_tfjobs import REJECTED, Rejected
 
 from tfjob_operator.spec import InvalidSpec, parse_spec
 

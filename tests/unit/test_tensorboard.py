@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from support.builders import JOB, NOW
 
 from tfjob_operator.api import (
     KUBEFLOW,
@@ -32,8 +33,6 @@ from tfjob_operator.tensorboard import (
     render_board,
 )
 from tfjob_operator.timeutil import to_rfc3339
-
-from .tfjobs import JOB, NOW
 
 pytestmark = pytest.mark.unit
 

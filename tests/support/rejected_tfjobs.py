@@ -4,40 +4,14 @@ the parity test that runs the same manifests through the operator's own `parse_s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-IMAGE = "tensorflow/tensorflow:2.21.0"
+from support.builders import Manifest, container, replica_spec, tfjob
 
-Manifest = dict[str, Any]
 TEMPLATE_SCHEMA = "the pod template's own schema (core/v1 PodTemplateSpec) is the API server's"
 POD_API = (
     "tfjob.dev's CRD refuses what the Pod API would; for a kubeflow.org job, whose CRD accepts "
     "what Kubeflow's does, the operator reports the refused pod in the job's conditions"
 )
-
-
-def container(name: str = "tensorflow", image: str | None = IMAGE, **fields: Any) -> Manifest:
-    out: Manifest = {"name": name, **fields}
-    if image is not None:
-        out["image"] = image
-    return out
-
-
-def replica(replicas: int | None = None, containers: list[Manifest] | None = None) -> Manifest:
-    spec: Manifest = {"template": {"spec": {"containers": containers or [container()]}}}
-    if replicas is not None:
-        spec["replicas"] = replicas
-    return spec
-
-
-def tfjob(replica_specs: Manifest | None = None, name: str = "job", **spec_fields: Any) -> Manifest:
-    specs = {"Worker": replica(2)} if replica_specs is None else replica_specs
-    return {
-        "apiVersion": "tfjob.dev/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name},
-        "spec": {"tfReplicaSpecs": specs, **spec_fields},
-    }
 
 
 @dataclass(frozen=True)
@@ -62,7 +36,7 @@ REJECTED = [
     # spec.tfReplicaSpecs
     Rejected(
         "no-replica-specs",
-        tfjob({}),
+        tfjob("job", {}),
         (
             "spec.tfReplicaSpecs: Required value: tfReplicaSpecs must define at least one "
             "replica type (Chief, Master, PS, Worker, Evaluator)",
@@ -70,7 +44,7 @@ REJECTED = [
     ),
     Rejected(
         "unknown-replica-type",
-        tfjob({"Worker": replica(), "Launcher": replica()}),
+        tfjob("job", {"Worker": replica_spec(None), "Launcher": replica_spec(None)}),
         (
             "spec.tfReplicaSpecs: Invalid value",
             'unknown replica type(s) ["Launcher"]: tfReplicaSpecs keys must be Chief, Master, '
@@ -79,12 +53,19 @@ REJECTED = [
     ),
     Rejected(
         "lowercase-replica-type",
-        tfjob({"worker": replica()}),
+        tfjob("job", {"worker": replica_spec(None)}),
         ('unknown replica type(s) ["worker"]',),
     ),
     Rejected(
         "chief-and-master",
-        tfjob({"Chief": replica(), "Master": replica(), "Worker": replica()}),
+        tfjob(
+            "job",
+            {
+                "Chief": replica_spec(None),
+                "Master": replica_spec(None),
+                "Worker": replica_spec(None),
+            },
+        ),
         (
             "spec.tfReplicaSpecs: Invalid value",
             "tfReplicaSpecs cannot have both Chief and Master: Master is the legacy name of "
@@ -93,7 +74,7 @@ REJECTED = [
     ),
     Rejected(
         "two-chiefs",
-        tfjob({"Chief": replica(2)}),
+        tfjob("job", {"Chief": replica_spec(2)}),
         (
             "spec.tfReplicaSpecs.[Chief].replicas",
             "Chief replicas is 2, it must be 0 or 1: a TensorFlow cluster has at most one chief",
@@ -101,12 +82,12 @@ REJECTED = [
     ),
     Rejected(
         "two-masters",
-        tfjob({"Master": replica(2), "Worker": replica()}),
+        tfjob("job", {"Master": replica_spec(2), "Worker": replica_spec(None)}),
         ("spec.tfReplicaSpecs.[Master].replicas", "Master replicas is 2, it must be 0 or 1"),
     ),
     Rejected(
         "two-evaluators",
-        tfjob({"Worker": replica(), "Evaluator": replica(2)}),
+        tfjob("job", {"Worker": replica_spec(None), "Evaluator": replica_spec(2)}),
         (
             "spec.tfReplicaSpecs.[Evaluator].replicas",
             "Evaluator replicas is 2, it must be 0 or 1: a TensorFlow cluster has at most one "
@@ -115,7 +96,7 @@ REJECTED = [
     ),
     Rejected(
         "ps-without-worker",
-        tfjob({"Chief": replica(), "PS": replica(2)}),
+        tfjob("job", {"Chief": replica_spec(None), "PS": replica_spec(2)}),
         (
             "spec.tfReplicaSpecs.[PS]",
             "PS replicas need at least one Worker replica: parameter servers only serve workers",
@@ -123,12 +104,14 @@ REJECTED = [
     ),
     Rejected(
         "ps-with-zero-workers",
-        tfjob({"Chief": replica(), "PS": replica(1), "Worker": replica(0)}),
+        tfjob(
+            "job", {"Chief": replica_spec(None), "PS": replica_spec(1), "Worker": replica_spec(0)}
+        ),
         ("PS replicas need at least one Worker replica",),
     ),
     Rejected(
         "nothing-decides-success",
-        tfjob({"Worker": replica(0), "Evaluator": replica(1)}),
+        tfjob("job", {"Worker": replica_spec(0), "Evaluator": replica_spec(1)}),
         (
             "spec.tfReplicaSpecs: Invalid value",
             "at least one Chief, Master or Worker replica is required: the chief (or worker 0 "
@@ -138,12 +121,12 @@ REJECTED = [
     # ReplicaSpec
     Rejected(
         "negative-replicas",
-        tfjob({"Worker": replica(-1)}),
+        tfjob("job", {"Worker": replica_spec(-1)}),
         ("spec.tfReplicaSpecs.Worker.replicas: Invalid value: -1", "greater than or equal to 0"),
     ),
     Rejected(
         "unknown-restart-policy",
-        tfjob({"Worker": {**replica(), "restartPolicy": "Sometimes"}}),
+        tfjob("job", {"Worker": {**replica_spec(None), "restartPolicy": "Sometimes"}}),
         (
             'spec.tfReplicaSpecs.Worker.restartPolicy: Unsupported value: "Sometimes"',
             '"Always", "OnFailure", "Never", "ExitCode"',
@@ -151,12 +134,12 @@ REJECTED = [
     ),
     Rejected(
         "missing-template",
-        tfjob({"Worker": {"replicas": 1}}),
+        tfjob("job", {"Worker": {"replicas": 1}}),
         ("spec.tfReplicaSpecs.Worker.template: Required value",),
     ),
     Rejected(
         "no-tensorflow-container",
-        tfjob({"Worker": replica(containers=[container("trainer")])}),
+        tfjob("job", {"Worker": replica_spec(None, containers=[container("trainer")])}),
         (
             "spec.tfReplicaSpecs[Worker].template.spec.containers: Required value: "
             "template.spec.containers must include a container named 'tensorflow': the "
@@ -165,12 +148,12 @@ REJECTED = [
     ),
     Rejected(
         "template-without-spec",
-        tfjob({"Worker": {"template": {"metadata": {"labels": {"a": "b"}}}}}),
+        tfjob("job", {"Worker": {"template": {"metadata": {"labels": {"a": "b"}}}}}),
         ("spec.tfReplicaSpecs[Worker].template.spec.containers: Required value",),
     ),
     Rejected(
         "tensorflow-container-without-image",
-        tfjob({"Worker": replica(containers=[container(image=None)])}),
+        tfjob("job", {"Worker": replica_spec(None, containers=[container(image=None)])}),
         (
             "spec.tfReplicaSpecs[Worker].template.spec.containers: Required value: every "
             "container of the template needs a non-empty image",
@@ -178,32 +161,54 @@ REJECTED = [
     ),
     Rejected(
         "tensorflow-container-empty-image",
-        tfjob({"Chief": replica(containers=[container(image="")])}),
+        tfjob("job", {"Chief": replica_spec(None, containers=[container(image="")])}),
         ("spec.tfReplicaSpecs[Chief].template.spec.containers: Required value: every container",),
     ),
     Rejected(
         "sidecar-without-image",
-        tfjob({"Worker": replica(containers=[container(), container("sidecar", image=None)])}),
+        tfjob(
+            "job",
+            {
+                "Worker": replica_spec(
+                    None, containers=[container(), container("sidecar", image=None)]
+                )
+            },
+        ),
         ("every container of the template needs a non-empty image",),
     ),
     # Pod template: the full PodTemplateSpec schema of Kubernetes v1.34
     Rejected(
         "template-typo-resourceas",
-        tfjob({"Worker": replica(containers=[container(resourceas={"limits": {"cpu": "1"}})])}),
+        tfjob(
+            "job",
+            {
+                "Worker": replica_spec(
+                    None, containers=[container(resourceas={"limits": {"cpu": "1"}})]
+                )
+            },
+        ),
         ('unknown field "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resourceas"',),
         server_only=TEMPLATE_SCHEMA,
     ),
     Rejected(
         "template-typo-in-pod-spec",
         tfjob(
-            {"Worker": {"template": {"spec": {"containers": [container()], "nodeSelektor": {}}}}}
+            "job",
+            {"Worker": {"template": {"spec": {"containers": [container()], "nodeSelektor": {}}}}},
         ),
         ('unknown field "spec.tfReplicaSpecs.Worker.template.spec.nodeSelektor"',),
         server_only=TEMPLATE_SCHEMA,
     ),
     Rejected(
         "template-bad-quantity",
-        tfjob({"Worker": replica(containers=[container(resources={"limits": {"memory": "2Gb"}})])}),
+        tfjob(
+            "job",
+            {
+                "Worker": replica_spec(
+                    None, containers=[container(resources={"limits": {"memory": "2Gb"}})]
+                )
+            },
+        ),
         (
             "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.limits.memory: "
             'Invalid value: "2Gb"',
@@ -213,7 +218,14 @@ REJECTED = [
     ),
     Rejected(
         "template-wrong-type",
-        tfjob({"Worker": replica(containers=[container(ports=[{"containerPort": "http"}])])}),
+        tfjob(
+            "job",
+            {
+                "Worker": replica_spec(
+                    None, containers=[container(ports=[{"containerPort": "http"}])]
+                )
+            },
+        ),
         ("spec.tfReplicaSpecs.Worker.template.spec.containers[0].ports[0].containerPort",),
         server_only=TEMPLATE_SCHEMA,
     ),
@@ -221,11 +233,13 @@ REJECTED = [
     Rejected(
         "port-out-of-range",
         tfjob(
+            "job",
             {
-                "Worker": replica(
-                    containers=[container(ports=[{"name": "tfjob-port", "containerPort": 70000}])]
+                "Worker": replica_spec(
+                    None,
+                    containers=[container(ports=[{"name": "tfjob-port", "containerPort": 70000}])],
                 )
-            }
+            },
         ),
         (
             "spec.tfReplicaSpecs.Worker.template.spec.containers[0].ports[0].containerPort: "
@@ -237,8 +251,10 @@ REJECTED = [
     Rejected(
         "request-above-limit",
         tfjob(
+            "job",
             {
-                "Worker": replica(
+                "Worker": replica_spec(
+                    None,
                     containers=[
                         container(
                             resources={
@@ -246,9 +262,9 @@ REJECTED = [
                                 "limits": {"cpu": "500m", "memory": "2Gi"},
                             }
                         )
-                    ]
+                    ],
                 )
-            }
+            },
         ),
         (
             "spec.tfReplicaSpecs[Worker].template.spec.containers[0].resources.requests",
@@ -259,11 +275,13 @@ REJECTED = [
     Rejected(
         "mount-of-no-volume",
         tfjob(
+            "job",
             {
-                "Worker": replica(
-                    containers=[container(volumeMounts=[{"name": "data", "mountPath": "/data"}])]
+                "Worker": replica_spec(
+                    None,
+                    containers=[container(volumeMounts=[{"name": "data", "mountPath": "/data"}])],
                 )
-            }
+            },
         ),
         (
             "spec.tfReplicaSpecs[Worker].template.spec.containers",
@@ -275,13 +293,14 @@ REJECTED = [
     Rejected(
         "init-container-named-like-a-container",
         tfjob(
+            "job",
             {
                 "Worker": {
                     "template": {
                         "spec": {"initContainers": [container()], "containers": [container()]}
                     }
                 }
-            }
+            },
         ),
         (
             "spec.tfReplicaSpecs[Worker].template.spec.initContainers",
@@ -291,14 +310,14 @@ REJECTED = [
     ),
     Rejected(
         "two-containers-of-one-name",
-        tfjob({"Worker": replica(containers=[container(), container()])}),
+        tfjob("job", {"Worker": replica_spec(None, containers=[container(), container()])}),
         ("spec.tfReplicaSpecs[Worker].template.spec.containers[1]: Duplicate value",),
         server_only=TEMPLATE_SCHEMA,
     ),
     # metadata.name
     Rejected(
         "name-too-long-for-worker-99",
-        tfjob({"Worker": replica(100)}, name=TOO_LONG_FOR_WORKER_99),
+        tfjob(TOO_LONG_FOR_WORKER_99, {"Worker": replica_spec(100)}),
         (
             "metadata.name: Invalid value",
             "metadata.name is too long: the longest child name <name>-<replica type>-<index> "
@@ -308,7 +327,7 @@ REJECTED = [
     ),
     Rejected(
         "name-too-long-for-evaluator-0",
-        tfjob({"Worker": replica(1), "Evaluator": replica(1)}, name=TOO_LONG_FOR_EVALUATOR_0),
+        tfjob(TOO_LONG_FOR_EVALUATOR_0, {"Worker": replica_spec(1), "Evaluator": replica_spec(1)}),
         ("would have 65 characters", "the name may have at most 51 characters"),
     ),
     Rejected(

@@ -1,0 +1,164 @@
+"""TFJobs built as data, for the tests of every tier: manifests (containers, replica specs,
+whole TFJobs, replicas that run a shell script) and, for the unit tests, what the operator
+observes of them (the job, its pods and services as the controller renders them).
+
+One module, so that a replica spec is written one way whichever tier builds it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from tfjob_localcluster.images import BUSYBOX
+from tfjob_operator.api import JobRef
+from tfjob_operator.decide import JobView
+from tfjob_operator.observe import (
+    PodObservation,
+    ServiceObservation,
+    observe_pod,
+    observe_service,
+    replica_from_labels,
+)
+from tfjob_operator.render import render_pod, render_service
+from tfjob_operator.spec import Replica, parse_spec
+
+Manifest = dict[str, Any]
+
+GROUP, VERSION, PLURAL = "tfjob.dev", "v1", "tfjobs"
+#: The image of manifests that are validated, never run.
+IMAGE = "tensorflow/tensorflow:2.21.0"
+#: The image of replicas that run a shell script (shell_replica).
+SHELL_IMAGE = BUSYBOX
+#: Lets a replica's command know which incarnation it is (0 before any restart).
+GENERATION_ENV = {
+    "name": "GENERATION",
+    "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['tfjob.dev/replica-generation']"}},
+}
+
+# -- manifests ------------------------------------------------------------------------------
+
+
+def container(name: str = "tensorflow", image: str | None = IMAGE, **fields: Any) -> Manifest:
+    out: Manifest = {"name": name, **fields}
+    if image is not None:
+        out["image"] = image
+    return out
+
+
+def template(**fields: Any) -> Manifest:
+    """A pod template of one `tensorflow` container with `fields`."""
+    return {"spec": {"containers": [container(**fields)]}}
+
+
+def replica_spec(
+    replicas: int | None = 1,
+    policy: str | None = None,
+    *,
+    containers: list[Manifest] | None = None,
+    **fields: Any,
+) -> Manifest:
+    """A replica spec: `replicas` of them (None: the field left out), of `containers`, else
+    of one `tensorflow` container with `fields`."""
+    spec: Manifest = {"template": {"spec": {"containers": containers or [container(**fields)]}}}
+    if replicas is not None:
+        spec["replicas"] = replicas
+    if policy:
+        spec["restartPolicy"] = policy
+    return spec
+
+
+def shell_replica(
+    script: str,
+    replicas: int = 1,
+    policy: str | None = None,
+    grace: int = 1,
+) -> Manifest:
+    """A replica whose tensorflow container runs `sh -c script`."""
+    spec = replica_spec(
+        replicas,
+        policy,
+        image=SHELL_IMAGE,
+        command=["sh", "-c", script],
+        env=[GENERATION_ENV],
+    )
+    spec["template"]["spec"]["terminationGracePeriodSeconds"] = grace
+    return spec
+
+
+def tfjob(
+    name: str = "job", replica_specs: Mapping[str, Any] | None = None, **spec: Any
+) -> Manifest:
+    """A tfjob.dev TFJob named `name` of `replica_specs` (two workers if not given), with
+    the other `spec` fields."""
+    specs = {"Worker": replica_spec(2)} if replica_specs is None else dict(replica_specs)
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TFJob",
+        "metadata": {"name": name},
+        "spec": {"tfReplicaSpecs": specs, **spec},
+    }
+
+
+# -- what the operator observes (unit tests) ------------------------------------------------
+
+NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)
+JOB = JobRef("ml", "mnist", "uid-1")
+
+
+def job_view(spec: Manifest, status: Manifest | None = None, *, deleting: bool = False) -> JobView:
+    return JobView(JOB, "1", 1, deleting, spec, status or {})
+
+
+def replica_of(key: str) -> Replica:
+    """The replica a key names: `worker-1`."""
+    kind, index = key.rsplit("-", 1)
+    found = replica_from_labels({"tfjob.dev/replica-type": kind, "tfjob.dev/replica-index": index})
+    assert found is not None
+    return found
+
+
+def pod(
+    spec: Manifest,
+    key: str,
+    phase: str = "Running",
+    *,
+    exit_code: int | None = None,
+    generation: int = 0,
+    owner: JobRef = JOB,
+    reason: str | None = None,
+    terminating: bool = False,
+    status: Manifest | None = None,
+    restarts: int = 0,
+) -> PodObservation:
+    """A pod as the controller would have rendered it, in the given state."""
+    body = render_pod(owner, parse_spec(owner.name, spec), replica_of(key), generation)
+    body["metadata"]["uid"] = f"{owner.uid}-{key}-{generation}"
+    state: Manifest = {"name": "tensorflow", "restartCount": restarts}
+    if exit_code is not None:
+        state["state"] = {
+            "terminated": {
+                "exitCode": exit_code,
+                "reason": "Completed" if exit_code == 0 else "Error",
+            }
+        }
+    elif phase == "Running":
+        state["state"] = {"running": {}}
+    body["status"] = {"phase": phase, "containerStatuses": [state], **(status or {})}
+    if reason:
+        body["status"]["reason"] = reason
+    if terminating:
+        body["metadata"]["deletionTimestamp"] = "2026-11-22T11:59:00Z"
+    return observe_pod(body)
+
+
+def services(spec: Manifest, owner: JobRef = JOB) -> list[ServiceObservation]:
+    parsed = parse_spec(owner.name, spec)
+    observed = []
+    for r in parsed.replicas():
+        body = copy.deepcopy(render_service(owner, parsed, r))
+        body["metadata"]["uid"] = f"svc-{r.key}"
+        observed.append(observe_service(body))
+    return observed
