@@ -82,7 +82,7 @@ format: env ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-typecheck: env ## mypy, strict, on the operator, the trainer, the local cluster, the bench and the chaos harness
+typecheck: env ## mypy, strict, on the operator, the trainer, the local cluster, the bench, the chaos run and their harness
 	$(BIN)/mypy
 
 test: env binaries images lint typecheck ## Everything that runs here: lint, types, unit, integration, e2e

@@ -16,7 +16,10 @@ from typing import Any
 from bench import ROOT, report
 from bench.cluster import served_tfjobs
 from bench.floor import run_floor
-from bench.operator_process import (
+from bench.operator_run import run_operator
+from bench.settings import Settings
+from bench.shape import DEFAULT_SHAPE, ShapeError, parse_shape
+from harness.operator_process import (
     DEFAULT_COMMAND,
     DEFAULT_METRICS_URL,
     DEFAULT_READY_URL,
@@ -24,9 +27,6 @@ from bench.operator_process import (
     OperatorError,
     check_template,
 )
-from bench.operator_run import run_operator
-from bench.settings import Settings
-from bench.shape import DEFAULT_SHAPE, ShapeError, parse_shape
 from tfjob_localcluster import binaries, statedirs
 
 DEFAULT_CRD = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"

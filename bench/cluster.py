@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from bench import audit, kwok
+from harness import audit, kwok
 from tfjob_localcluster import binaries as binaries_module
 from tfjob_localcluster.controlplane import ControlPlane
 from tfjob_localcluster.procs import ManagedProcess, Started

@@ -23,9 +23,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench import promtext
-from bench.apiclient import ApiClient
 from bench.procstats import cpu_by_name, cpu_delta, machine_busy_seconds, own_cpu_seconds
+from harness import promtext
+from harness.apiclient import ApiClient
 from tfjob_operator.kube import Priority
 
 #: Reads the operator's own metrics (None if it serves none, as another project's may not).

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import ROOT, audit, measure, promtext
-from bench.apiclient import ApiClient, bounded, reply_message
+from bench import ROOT, measure
 from bench.cluster import DRIVER_USER, FLOOR_USER, NAMESPACE, BenchCluster
 from bench.exitwindow import ExitWindow
 from bench.leaders import end_leaders
@@ -34,6 +33,8 @@ from bench.settings import Settings
 from bench.shape import floor_objects, job_names, tfjob
 from bench.stats import summarize
 from bench.watching import watching
+from harness import audit, promtext
+from harness.apiclient import ApiClient, bounded, reply_message
 from tfjob_localcluster.procs import ManagedProcess
 
 Obj = dict[str, Any]

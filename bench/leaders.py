@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
-from bench.apiclient import ApiClient, bounded
 from bench.cluster import NAMESPACE
 from bench.progress import Progress
 from bench.shape import leader_exit_patch
+from harness.apiclient import ApiClient, bounded
 from tfjob_operator import timeutil
 from tfjob_operator.kube import MERGE_PATCH
 

@@ -11,9 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.audit import Request, created
 from bench.shape import job_of_child
 from bench.stats import summarize
+from harness.audit import Request, created
 
 
 @dataclass(frozen=True)

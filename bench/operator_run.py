@@ -23,8 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bench import audit, measure, promtext
-from bench.apiclient import ApiClient, bounded
+from bench import measure
 from bench.cluster import (
     DRIVER_USER,
     NAMESPACE,
@@ -35,13 +34,15 @@ from bench.cluster import (
 )
 from bench.exitwindow import ExitWindow
 from bench.leaders import end_leaders
-from bench.operator_process import ERROR_LINE, OperatorCommand, OperatorProcess
 from bench.procstats import MIB, Meter, Sampler, group_usage
 from bench.progress import Progress, WaitTimeout
 from bench.settings import Settings
 from bench.shape import job_names, tfjob
 from bench.stats import summarize
 from bench.watching import watching
+from harness import audit, promtext
+from harness.apiclient import ApiClient, bounded
+from harness.operator_process import ERROR_LINE, OperatorCommand, OperatorProcess
 from tfjob_localcluster.procs import ProcessIdentity
 
 #: After the operator reports ready, before the first TFJob: its startup's tail settles.

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.apiclient import SYNCED
 from bench.shape import job_of_child
+from harness.apiclient import SYNCED
 
 Obj = dict[str, Any]
 

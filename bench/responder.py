@@ -19,8 +19,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from bench.apiclient import SYNCED, ApiClient, Obj, reply_message
 from bench.watching import watching
+from harness.apiclient import SYNCED, ApiClient, Obj, reply_message
 from tfjob_operator import timeutil
 from tfjob_operator.api import ConditionType
 from tfjob_operator.conditions import set_condition

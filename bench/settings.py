@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.operator_process import OperatorCommand
 from bench.shape import Shape
+from harness.operator_process import OperatorCommand
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 
-from bench.apiclient import ApiClient, EventHandler
+from harness.apiclient import ApiClient, EventHandler
 
 
 @contextlib.asynccontextmanager

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from bench import kwok
+from harness import kwok
 from tfjob_localcluster import binaries
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.procs import ManagedProcess

@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.apiclient import OUTAGE, SYNCED, ApiClient, EventHandler
+from harness.apiclient import OUTAGE, SYNCED, ApiClient, EventHandler
 from tfjob_operator.api import LABEL_GENERATION, LABEL_JOB_NAME, PLURAL, TFJOB_DEV
 
 RESOURCES = ("tfjobs", "pods", "services")

@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.operator_process import (
+from chaos.verdict import OperatorFigures
+from harness.operator_process import (
     DEFAULT_COMMAND,
     DEFAULT_METRICS_URL,
     DEFAULT_READY_URL,
@@ -25,8 +26,7 @@ from bench.operator_process import (
     OperatorCommand,
     OperatorProcess,
 )
-from bench.promtext import counters
-from chaos.verdict import OperatorFigures
+from harness.promtext import counters
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.rest import Rest, RestError
 

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import yaml
 
-from bench import audit
 from chaos.bystander import Bystander
 from chaos.faults import NODE_GRACE_SECONDS, Fault, schedule
 from chaos.injector import Injector
@@ -27,6 +26,7 @@ from chaos.journal import Journal, Watcher
 from chaos.operators import GROUP, LEASE_NAMESPACE, Candidates
 from chaos.verdict import TERMINAL, Verdict, judge
 from chaos.workload import plan_jobs
+from harness import audit
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import BUSYBOX
 from tfjob_localcluster.rest import Rest, RestError

@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from bench.audit import FINAL_STAGES, Request
 from chaos.faults import Fault, FaultKind
 from chaos.journal import Seen
 from chaos.workload import ChaosJob
+from harness.audit import FINAL_STAGES, Request
 
 TERMINAL: Final = ("Succeeded", "Failed")
 POD_ENDED: Final = ("Succeeded", "Failed")

@@ -22,7 +22,7 @@ from support.cluster import Kubectl
 from support.operator_process import OperatorProcess
 from support.tfjobs import TFJobs
 
-from bench.promtext import counters
+from harness.promtext import counters
 
 pytestmark = pytest.mark.integration
 LEASE = "tfjob-operator-test"

@@ -13,8 +13,9 @@ import pytest
 # The benchmark is not an installed package: it runs from the repository root.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import audit, exitwindow, measure, promtext, report
+from bench import exitwindow, measure, report
 from bench.stats import percentile, summarize
+from harness import audit, promtext
 from tfjob_operator.metrics import Metrics
 
 pytestmark = pytest.mark.unit

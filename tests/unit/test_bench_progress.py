@@ -12,8 +12,8 @@ import pytest
 # The benchmark is not an installed package: it runs from the repository root.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.apiclient import SYNCED
 from bench.progress import JobFailed, Progress, WaitTimeout
+from harness.apiclient import SYNCED
 
 pytestmark = pytest.mark.unit
 

@@ -10,8 +10,6 @@ import pytest
 # The benchmark is not an installed package: it runs from the repository root.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench import kwok
-from bench.operator_process import OperatorError, check_template
 from bench.shape import (
     ShapeError,
     floor_objects,
@@ -20,6 +18,8 @@ from bench.shape import (
     parse_shape,
     tfjob,
 )
+from harness import kwok
+from harness.operator_process import OperatorError, check_template
 
 pytestmark = pytest.mark.unit
 

@@ -13,11 +13,11 @@ import pytest
 # The harness is not an installed package: it runs from the repository root.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.audit import Request
 from chaos.faults import DOWN_SECONDS, Fault, FaultKind, schedule
 from chaos.journal import Seen, seen
 from chaos.verdict import OperatorFigures, judge
 from chaos.workload import PERMANENT_EXIT, RETRYABLE_EXIT, ChaosJob, Outcome, plan_jobs
+from harness.audit import Request
 from tfjob_operator.api import RestartPolicy
 from tfjob_operator.failure_policy import is_retryable
 from tfjob_operator.observe import Failure

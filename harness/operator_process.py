@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import audit
+from harness import audit
 from tfjob_localcluster.controlplane import free_port
 from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity
 
