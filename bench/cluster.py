@@ -15,14 +15,15 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
 
 from harness import audit, kwok
 from tfjob_localcluster import binaries as binaries_module
+from tfjob_localcluster.clusters import Cluster
 from tfjob_localcluster.controlplane import ControlPlane
-from tfjob_localcluster.procs import ManagedProcess, Started
+from tfjob_localcluster.procs import ManagedProcess
 from tfjob_localcluster.rest import Rest, RestError
 
 NAMESPACE = "tfjob-bench"
@@ -147,8 +148,9 @@ def served_tfjobs(paths: Iterable[Path], api_version: str) -> bool:
     return any(f"/apis/{group}/{version}/tfjobs" in collection_paths(crd) for crd in crds_in(paths))
 
 
-class BenchCluster(Started):
-    """Control plane, kwok and its nodes, CRDs and the namespace; see the module docstring."""
+class BenchCluster(Cluster):
+    """Control plane, kwok and its nodes, CRDs and the namespace; see the module docstring.
+    Its actors reach it as users of their own (`user_kubeconfig`)."""
 
     def __init__(
         self,
@@ -164,13 +166,15 @@ class BenchCluster(Started):
         self._say = say
         self.binaries = binaries_module.locate(*binaries_module.CONTROL_PLANE, "kwok")
         self.plane = audited_control_plane(state_dir, binaries=self.binaries)
+        self.kubeconfig = self.plane.admin_kubeconfig
+        self.kubectl = self.binaries.kubectl
         self.kwok: ManagedProcess | None = None
         self.kubeconfigs: dict[str, Path] = {}
         self.startup_seconds = 0.0
 
     # --- lifecycle -------------------------------------------------------------------
 
-    def start(self, timeout: float = 180) -> BenchCluster:
+    def start(self, timeout: float = 180) -> Self:
         began = time.monotonic()
         deadline = began + timeout
         try:
@@ -222,7 +226,7 @@ class BenchCluster(Started):
     def audit_log(self) -> Path:
         return audit_log_path(self.plane.state_dir)
 
-    def kubeconfig(self, user: str) -> Path:
+    def user_kubeconfig(self, user: str) -> Path:
         return self.kubeconfigs[user]
 
     def component_pids(self) -> dict[str, int]:
@@ -241,16 +245,14 @@ class BenchCluster(Started):
     def _install_crds(self, deadline: float) -> None:
         for path in self.crds:
             done = subprocess.run(
-                [
-                    str(self.binaries.kubectl),
-                    f"--kubeconfig={self.plane.admin_kubeconfig}",
+                self.kubectl_command(
                     f"--cache-dir={_kubectl_cache()}",
                     "apply",
                     "--server-side",
                     "--force-conflicts",
                     "-f",
                     str(path),
-                ],
+                ),
                 capture_output=True,
                 text=True,
                 timeout=max(10.0, deadline - time.monotonic()),

@@ -132,9 +132,11 @@ async def _drive(
     }
     async with (
         ApiClient(
-            cluster.kubeconfig(DRIVER_USER), connections=settings.driver_connections
+            cluster.user_kubeconfig(DRIVER_USER), connections=settings.driver_connections
         ) as driver,
-        ApiClient(cluster.kubeconfig(FLOOR_USER), connections=settings.floor_concurrency) as floor,
+        ApiClient(
+            cluster.user_kubeconfig(FLOOR_USER), connections=settings.floor_concurrency
+        ) as floor,
         watching(driver, watches) as check,
     ):
 
@@ -208,7 +210,7 @@ def responder_argv(
         sys.executable,
         "-m",
         "bench.responder",
-        f"--kubeconfig={cluster.kubeconfig(FLOOR_USER)}",
+        f"--kubeconfig={cluster.user_kubeconfig(FLOOR_USER)}",
         f"--jobs-path={jobs_path}",
         f"--pods-path={pods_path}",
         f"--leaders={leaders_file}",

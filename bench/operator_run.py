@@ -80,7 +80,7 @@ def run_operator(
     ) as cluster:
         operator = OperatorProcess(
             _candidate(settings, "leader"),
-            cluster.kubeconfig(OPERATOR_USER),
+            cluster.user_kubeconfig(OPERATOR_USER),
             state_dir / "operator.log",
             OPERATOR_USER,
         )
@@ -225,7 +225,7 @@ def _start_standby(
         time.sleep(0.1)
     process = OperatorProcess(
         _candidate(settings, "standby"),
-        cluster.kubeconfig(STANDBY_USER),
+        cluster.user_kubeconfig(STANDBY_USER),
         state_dir / "standby.log",
         STANDBY_USER,
     )
@@ -252,7 +252,7 @@ async def _drive(
     timeout = settings.timeout
     async with (
         ApiClient(
-            cluster.kubeconfig(DRIVER_USER), connections=settings.driver_connections
+            cluster.user_kubeconfig(DRIVER_USER), connections=settings.driver_connections
         ) as driver,
         watching(driver, watches) as watch_check,
     ):

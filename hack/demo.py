@@ -76,8 +76,8 @@ def cluster(args: argparse.Namespace) -> Iterator[str]:
         banner("Creating a kind cluster and loading the images built from this checkout")
         workdir = cache_root() / "kind"
         workdir.mkdir(parents=True, exist_ok=True)
-        kind = KindCluster(workdir, say=say)
-        kind.create(PROJECT_IMAGES)
+        kind = KindCluster(workdir, PROJECT_IMAGES, say=say)
+        kind.start()
         try:
             yield str(kind.kubeconfig)
         finally:
@@ -86,7 +86,7 @@ def cluster(args: argparse.Namespace) -> Iterator[str]:
             else:
                 if args.keep:
                     print("    --keep: the project's Docker engine stops with the demo")
-                kind.delete()
+                kind.stop()
         return
     banner("Starting the local cluster (the one `make cluster` runs)")
     print("    etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and")

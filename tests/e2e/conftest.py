@@ -36,7 +36,7 @@ def tfjobs(backend: Backend, request: pytest.FixtureRequest) -> Iterator[TFJobs]
         f"the ServiceAccount {name}/default",
         interval=0.2,
     )
-    request.node.stash[SCENARIO_KEY] = (backend.api_client, name)
+    request.node.stash[SCENARIO_KEY] = (backend, name)
     yield TFJobs(backend.api_client, name)
     core.delete_namespace(name, propagation_policy="Background")
 
@@ -53,17 +53,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     scenario = item.stash.get(SCENARIO_KEY, None)
     if report.failed and report.when == "call" and scenario is not None:
-        api, namespace = scenario
-        core = client.CoreV1Api(api)
-        try:
-            text = (
-                f"{describe_pods(core, namespace)}\n"
-                f"operator:\n{describe_pods(core, RELEASE_NAMESPACE, SELECTOR)}"
-            )
-        except client.ApiException as error:
-            text = f"(no diagnosis: {error.status} {error.reason})"
-        report.sections.append(("diagnosis", text))
+        backend, namespace = scenario
+        report.sections.append(("diagnosis", diagnosis(backend, namespace)))
     return report
+
+
+def diagnosis(backend: Backend, namespace: str) -> str:
+    """The cluster's health, the scenario's pods and the operator's: why a scenario failed."""
+    try:
+        backend.cluster.check()
+        health = f"{backend.name} cluster: running"
+    except Exception as error:  # what stopped, in the cluster's words
+        health = f"{backend.name} cluster: {error}"
+    core = client.CoreV1Api(backend.api_client)
+    try:
+        pods = (
+            f"{describe_pods(core, namespace)}\n"
+            f"operator:\n{describe_pods(core, RELEASE_NAMESPACE, SELECTOR)}"
+        )
+    except client.ApiException as error:
+        pods = f"(no pods read: {error.status} {error.reason})"
+    return f"{health}\n{pods}"
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
@@ -26,7 +25,6 @@ from kubernetes import client, config
 from support.cluster import Kubectl
 from support.fixtures import stop_session_operator
 from tfjob_localcluster import hoststate, kind
-from tfjob_localcluster.binaries import locate
 from tfjob_localcluster.chart import (
     RELEASE,
     SELECTOR,
@@ -35,18 +33,20 @@ from tfjob_localcluster.chart import (
     run_helm,
 )
 from tfjob_localcluster.cluster import LocalCluster
+from tfjob_localcluster.clusters import Cluster
 from tfjob_localcluster.images import PROJECT_IMAGES
 from tfjob_localcluster.kind import KindCluster
 from tfjob_localcluster.ociregistry import OciRegistry
 
 BACKENDS = ("local", "kind")
 RELEASE_NAMESPACE = "tfjob-system"
-#: (api client, namespace) of a scenario, set by its `tfjobs` fixture for the diagnosis.
-SCENARIO_KEY = pytest.StashKey[tuple[client.ApiClient, str]]()
+#: (backend, namespace) of a scenario, set by its `tfjobs` fixture for the diagnosis.
+SCENARIO_KEY = pytest.StashKey[tuple["Backend", str]]()
 
 
 class Backend(Protocol):
     name: str
+    cluster: Cluster
     kubeconfig: str
     api_client: client.ApiClient
 
@@ -64,9 +64,10 @@ class ChartBackend:
 
     name = "chart"
 
-    def __init__(self, kubeconfig: str) -> None:
-        self.kubeconfig = kubeconfig
-        self.kubectl = Kubectl(locate("kubectl").kubectl, Path(kubeconfig))
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.kubeconfig = str(cluster.kubeconfig)
+        self.kubectl = Kubectl(cluster.kubectl, cluster.kubeconfig)
         self.api_client: client.ApiClient
 
     def install(self) -> None:
@@ -105,8 +106,8 @@ class LocalBackend(ChartBackend):
     name = "local"
 
     def __init__(self, cluster: LocalCluster) -> None:
-        super().__init__(str(cluster.kubeconfig))
-        self.cluster = cluster
+        super().__init__(cluster)
+        self.cluster: LocalCluster = cluster
 
     def kill_container(self, namespace: str, pod: str, container: str = "tensorflow") -> None:
         assert self.cluster.runtime is not None
@@ -119,8 +120,8 @@ class KindBackend(ChartBackend):
     name = "kind"
 
     def __init__(self, cluster: KindCluster) -> None:
-        self.cluster = cluster
-        super().__init__(str(self.cluster.kubeconfig))
+        super().__init__(cluster)
+        self.cluster: KindCluster = cluster
 
     def kill_container(self, namespace: str, pod: str, container: str = "tensorflow") -> None:
         """SIGKILL from the node's containerd: inside the container, PID 1 ignores it."""
@@ -186,17 +187,19 @@ def kind_cluster(
     reason = kind.unavailable()
     if reason is not None:
         pytest.skip(f"kind: {reason}")
-    cluster = KindCluster(tmp_path_factory.mktemp("kind"), say=_say, registry=oci_registry.address)
+    cluster = KindCluster(
+        tmp_path_factory.mktemp("kind"), PROJECT_IMAGES, say=_say, registry=oci_registry.address
+    )
     # After what the run installs (docker.io) and with the engine up: the cluster, its
     # network and the engine must leave nothing.
     # Local clusters started and stopped meanwhile (the release's tests) are not kind's.
     cluster.start_engine()
     before = hoststate.without_local_clusters(hoststate.snapshot())
     try:
-        cluster.create(PROJECT_IMAGES)
+        cluster.start()
         yield cluster
     finally:
-        cluster.delete()
+        cluster.stop()
     engine_state = () if cluster.engine.private else hoststate.ENGINE_RUNTIME_ENTRIES
     after = hoststate.without_local_clusters(hoststate.snapshot())
     changed = hoststate.difference(before, after, engine_state)

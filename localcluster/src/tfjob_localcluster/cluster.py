@@ -30,13 +30,14 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import tomli_w
 
 from tfjob_localcluster import addons, capabilities, cgroups, network, packages
 from tfjob_localcluster import binaries as binaries_module
 from tfjob_localcluster.checkout import RUNTIME_WRAPPER
+from tfjob_localcluster.clusters import Cluster
 from tfjob_localcluster.controlplane import (
     CLUSTER_DOMAIN,
     KUBELET_CLIENT_USER,
@@ -56,7 +57,7 @@ from tfjob_localcluster.loopback import LoopbackRelay
 from tfjob_localcluster.node.config import NodeConfig
 from tfjob_localcluster.node.files import REGISTRY_HOSTS_DIR, registry_hosts
 from tfjob_localcluster.noderuntime import NodeRuntime
-from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity, Started, children_named
+from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity, children_named
 from tfjob_localcluster.rest import RestError
 from tfjob_localcluster.slots import Slot, Slots
 
@@ -71,7 +72,7 @@ class ClusterError(RuntimeError):
     pass
 
 
-class LocalCluster(Started):
+class LocalCluster(Cluster):
     """A running local cluster; see the module docstring. Needs root."""
 
     def __init__(
@@ -111,7 +112,7 @@ class LocalCluster(Started):
 
     # --- lifecycle -------------------------------------------------------------------
 
-    def start(self, timeout: float = 240) -> LocalCluster:
+    def start(self, timeout: float = 240) -> Self:
         if os.geteuid() != 0:
             raise ClusterError(
                 "the local cluster needs root: its node runs in namespaces of its own and "
@@ -294,9 +295,6 @@ class LocalCluster(Started):
         if self.slot is None:
             raise ClusterError("the cluster is not running")
         return str(self.slot.network.node_ip)
-
-    def kubectl_command(self, *args: str) -> list[str]:
-        return [str(self.kubectl), f"--kubeconfig={self.kubeconfig}", *args]
 
     def _record(self, identity: ProcessIdentity) -> None:
         if self.slot is not None:

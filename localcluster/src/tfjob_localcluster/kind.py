@@ -1,10 +1,10 @@
 """A kind cluster running this checkout's images.
 
-`KindCluster.create()` finds a Docker engine (engine.py: the machine's, else the
+`KindCluster.start()` finds a Docker engine (engine.py: the machine's, else the
 project's own, installed and started where the machine allows), gets the node image
 (kindnode.py: the published one, else one assembled here), creates the cluster with the
 pinned kind, and loads the images built by `make images` with `kind load docker-image`.
-`delete()` deletes the cluster and, if this run made it, the `kind` network, and stops the
+`stop()` deletes the cluster and, if this run made it, the `kind` network, and stops the
 engine if it is the project's own. Installing the operator is left to the caller
 (the Helm chart, as users do).
 
@@ -22,13 +22,14 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import tomli_w
 import yaml
 
 from tfjob_localcluster import engine, kindnode, packages
 from tfjob_localcluster.binaries import MissingBinaryError, locate
+from tfjob_localcluster.clusters import Cluster
 from tfjob_localcluster.images import ImageStore, MissingImageError
 from tfjob_localcluster.loopback import LoopbackRelay
 from tfjob_localcluster.node.files import registry_hosts
@@ -74,15 +75,22 @@ def unavailable() -> str | None:
     return None
 
 
-class KindCluster:
+class KindCluster(Cluster):
+    """A kind cluster (clusters.py's interface); see the module docstring. `images`: what
+    it loads at start."""
+
     def __init__(
         self,
         workdir: Path,
+        images: Iterable[str] = (),
         name: str | None = None,
         say: Callable[[str], None] = print,
         registry: str | None = None,
     ) -> None:
-        self.kind = str(locate("kind").kind)
+        binaries = locate("kind", "kubectl")
+        self.kind = str(binaries.kind)
+        self.kubectl = binaries.kubectl
+        self.images = tuple(images)
         self.name = name or f"tfjob-{int(time.time())}"
         self.workdir = workdir
         self.kubeconfig = workdir / "kind.kubeconfig"
@@ -105,8 +113,8 @@ class KindCluster:
             raise KindError(str(error)) from error
         self.engine_started = True
 
-    def create(self, images: Iterable[str]) -> None:
-        """Creates the cluster and loads `images` (built by `make images`) into it.
+    def start(self) -> Self:
+        """Creates the cluster and loads its images (built by `make images`) into it.
         Raises KindError saying what was missing or failed."""
         started = time.monotonic()
         self.start_engine()
@@ -124,10 +132,11 @@ class KindCluster:
         )  # fmt: skip
         if self.registry is not None:
             self._use_registry(self.registry)
-        for image in images:
+        for image in self.images:
             self.store.load_into(self.engine, image)
             self._kind("load", "docker-image", image, "--name", self.name)
         self.say(f"kind cluster {self.name} ready in {time.monotonic() - started:.0f}s")
+        return self
 
     def _use_registry(self, address: str) -> None:
         """Each node pulls `address` (127.0.0.1:PORT on the host) under that name."""
@@ -144,7 +153,7 @@ class KindCluster:
     def nodes(self) -> list[str]:
         return self._kind("get", "nodes", "--name", self.name).split()
 
-    def delete(self) -> None:
+    def stop(self) -> None:
         """Deletes the cluster; leaves no container, network or engine of the run."""
         for relay in self.relays:
             relay.stop()
@@ -165,6 +174,19 @@ class KindCluster:
         finally:
             self.engine.__exit__(None, None, None)
             self.engine_started = False
+
+    def check(self) -> None:
+        """Raises KindError if a node's container has stopped, or the engine has."""
+        mine = f"label={CLUSTER_LABEL}={self.name}"
+        try:
+            running = self.engine.docker(
+                "ps", "--filter", mine, "--filter", "status=running", "--format", "{{.Names}}"
+            ).split()
+            stopped = sorted(set(self.containers()) - set(running))
+        except RuntimeError as error:  # the engine does not answer
+            raise KindError(f"kind cluster {self.name}: {error}") from None
+        if stopped or not running:
+            raise KindError(f"kind cluster {self.name}: nodes not running: {stopped or 'all'}")
 
     def containers(self) -> list[str]:
         mine = f"label={CLUSTER_LABEL}={self.name}"
