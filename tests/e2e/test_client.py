@@ -19,7 +19,8 @@ import pytest
 import yaml
 from support.backends import Backend
 from support.builders import shell_replica, tfjob
-from support.examples import ROOT, example, set_args
+from support.checkout import ROOT
+from support.examples import example, set_args
 from support.tfjobs import TFJobs
 
 from tfjob_localcluster.images import TRAINER

@@ -30,6 +30,7 @@ import yaml
 from kubernetes import client, config
 from support.backends import backend_params
 from support.builders import shell_replica, tfjob
+from support.checkout import ROOT
 from support.cluster import Kubectl, namespace_name
 from support.examples import documents
 from support.tfjobs import PodCreations, TFJobs, condition
@@ -47,7 +48,6 @@ from tfjob_operator import published
 from tfjob_operator.client.results import results_in
 
 log = logging.getLogger(__name__)
-ROOT = Path(__file__).resolve().parents[2]
 TRAINING_TIMEOUT = 420
 #: How long the previous operator's pods may take to go after an upgrade.
 ROLLOUT_TIMEOUT = 120

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import re
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +23,6 @@ from tfjob_localcluster.diagnose import describe_pods
 from tfjob_localcluster.images import TRAINER
 from tfjob_operator.client.results import results_in
 
-ROOT = Path(__file__).resolve().parents[2]
 TRAINING_TIMEOUT = 420
 
 

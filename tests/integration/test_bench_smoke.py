@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.checkout import ROOT
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 JOBS = 5
 REPLICAS = 7  # the default shape: chief=1, worker=4, ps=2
 

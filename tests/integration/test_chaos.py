@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.checkout import ROOT
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 JOBS = 6
 
 

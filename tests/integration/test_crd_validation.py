@@ -13,19 +13,18 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from support.builders import Manifest, container, replica_spec, tfjob
+from support.checkout import ROOT
 from support.rejected_tfjobs import REJECTED, Rejected
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-CRD_FILE = REPO / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
+CRD_FILE = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from kubernetes import client
 from support.builders import shell_replica, tfjob
+from support.checkout import ROOT
 from support.tfjobs import TFJobs
 from support.waiting import wait_until
 
@@ -36,7 +37,6 @@ from tfjob_localcluster.images import OPERATOR
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 #: The chart's operators: a leader and a standby.
 REPLICAS = default_values()["replicaCount"]
 

@@ -21,7 +21,7 @@ from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from support.examples import ROOT
+from support.checkout import ROOT
 from tfjob_localcluster import packages
 
 ARTIFACTS = ROOT / "test-artifacts"

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from support.checkout import ROOT
 from tfjob_localcluster.images import TRAINER
 from tfjob_operator import published
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def documents(name: str) -> list[dict[str, Any]]:

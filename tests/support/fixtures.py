@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from support.checkout import ROOT
 from support.cluster import Kubectl
 from support.operator_process import OperatorProcess
 from support.tfjobs import TFJobs
@@ -20,7 +21,6 @@ from tfjob_localcluster.coscheduling import Coscheduling
 from tfjob_localcluster.ociregistry import OciRegistry
 from tfjob_localcluster.volcano import Volcano
 
-ROOT = Path(__file__).resolve().parents[2]
 CRD = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
 KUBEFLOW_CRD = ROOT / "charts" / "tfjob-operator" / "files" / "tfjobs.kubeflow.org.yaml"
 _OPERATOR_KEY = pytest.StashKey[OperatorProcess]()

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support.checkout import ROOT
 
 pytestmark = pytest.mark.tools
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("generator", ["hack/gen_manifests.py", "hack/gen_examples.py"])

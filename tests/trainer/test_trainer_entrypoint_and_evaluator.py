@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
+from support.checkout import ROOT
 from trainer_processes import JobFactory, record_run
 
 pytestmark = pytest.mark.tensorflow
 
 TIMEOUT = 300
-EXAMPLE_DIR = Path(__file__).resolve().parents[2] / "examples" / "custom-entrypoint"
+EXAMPLE_DIR = ROOT / "examples" / "custom-entrypoint"
 
 
 def test_example_entrypoint_trains_with_the_prepared_context(

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 # The benchmark is not an installed package: it runs from the repository root.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from bench.shape import (
     ShapeError,
     floor_objects,

@@ -6,11 +6,11 @@ import contextlib
 import io
 import re
 from importlib.metadata import version
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from support.checkout import ROOT
 
 from hack.set_version import documents, mentioned_versions
 from release.changelog import sections
@@ -20,7 +20,6 @@ from tfjob_operator.cli import main as tfjob_operator
 from tfjob_trainer.options import parse_options
 
 pytestmark = pytest.mark.unit
-ROOT = Path(__file__).resolve().parents[2]
 VERSION = (ROOT / "VERSION").read_text().strip()
 
 

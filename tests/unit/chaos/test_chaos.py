@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 # The harness is not an installed package: it runs from the repository root.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from chaos.faults import DOWN_SECONDS, Fault, FaultKind, schedule
 from chaos.journal import Seen, seen
 from chaos.verdict import OperatorFigures, judge

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.checkout import ROOT
 
 from release.bases import config_flags, official_base
 from release.changelog import ChangelogError, notes
@@ -15,7 +16,6 @@ from tfjob_localcluster.baseimage import IMPORT_CHANGES
 from tfjob_localcluster.platforms import platform_args
 
 pytestmark = pytest.mark.unit
-ROOT = Path(__file__).resolve().parents[2]
 DIGEST = "sha256:" + "ab" * 32
 
 

@@ -13,10 +13,10 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
+from support.checkout import ROOT
 
 from tfjob_operator import cli
 from tfjob_operator.client import TFJobClient, WaitTimedOut
@@ -280,7 +280,6 @@ class FakeRest:
         yield iter(self.text(path, query).splitlines())
 
 
-ROOT = Path(__file__).resolve().parents[2]
 KUBEFLOW_JOB = "/apis/kubeflow.org/v1/namespaces/ml/tfjobs/mnist"
 PODS = "/api/v1/namespaces/ml/pods"
 

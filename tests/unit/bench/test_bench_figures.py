@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 # The benchmark is not an installed package: it runs from the repository root.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from bench import exitwindow, measure, report
 from bench.stats import percentile, summarize
 from harness import audit, promtext

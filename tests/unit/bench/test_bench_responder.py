@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 # The benchmark is not an installed package: it runs from the repository root.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from bench.responder import Responder
 from harness.apiclient import SYNCED
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.checkout import ROOT
 
 from tfjob_operator.api import APIS, KUBEFLOW, TFJOB_DEV, TFJobApi
 from tfjob_operator.crd import render, structural
@@ -23,8 +24,7 @@ from tfjob_operator.crd.schema import strict_pod_template
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "hack"))
+sys.path.insert(0, str(ROOT / "hack"))
 gen_crd = importlib.import_module("gen_crd")
 
 REF = structural.REF_PREFIX
@@ -71,14 +71,14 @@ def walk(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
 @pytest.mark.parametrize(
     ("api", "path"),
     [(api, path) for api, paths in gen_crd.OUTPUTS.items() for path in paths],
-    ids=lambda p: str(p.relative_to(REPO)) if isinstance(p, Path) else "",
+    ids=lambda p: str(p.relative_to(ROOT)) if isinstance(p, Path) else "",
 )
 def test_committed_file_equals_fresh_generation(
     api: TFJobApi, path: Path, generated_by_api: dict[TFJobApi, tuple[str, dict[str, Any]]]
 ) -> None:
     assert path.is_file(), f"{path} is missing: run .venv/bin/python hack/gen_crd.py"
     assert path.read_text() == generated_by_api[api][0], (
-        f"{path.relative_to(REPO)} is out of date: run .venv/bin/python hack/gen_crd.py"
+        f"{path.relative_to(ROOT)} is out of date: run .venv/bin/python hack/gen_crd.py"
     )
 
 

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.checkout import ROOT
 
 pytestmark = pytest.mark.unit
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def render(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
