@@ -1,12 +1,15 @@
 """Starts the operator under test from a command template and tells when it is ready.
 
 The command is any program that reconciles TFJobs with a kubeconfig: this repository's
-operator by default, or a peer's (`--operator-command`). Placeholders in it are filled in:
-`{kubeconfig}`, `{health_port}`, `{metrics_port}`, `{python}`; KUBECONFIG is set too.
+operator by default (`OperatorCommand.checkout()`), or a peer's (the benchmark's
+`--operator-command`). Placeholders in it are filled in: `{kubeconfig}`, `{health_port}`,
+`{metrics_port}`, `{python}`; KUBECONFIG is set too.
 
-Ready means: the API server's audit log shows the operator's watches of TFJobs, pods and
-services started (whatever the operator, it cannot act before that), and, if a ready URL
-is given, that URL answers 200.
+Ready means, for the benchmark and the chaos run (`wait_ready`): the API server's audit log
+shows the operator's watches of TFJobs, pods and services started (whatever the operator,
+it cannot act before that), and, if a ready URL is given, that URL answers 200. The
+integration tests, which run this checkout's operator on a cluster without an audit log,
+wait for its ready URL alone (`wait_answers`).
 """
 
 from __future__ import annotations
@@ -62,13 +65,20 @@ class OperatorCommand:
     ready_url: str | None
     metrics_url: str | None
 
+    @classmethod
+    def checkout(cls, *args: str) -> OperatorCommand:
+        """This checkout's operator, with `args` added to its command line."""
+        template = " ".join([DEFAULT_COMMAND, *(shlex.quote(a) for a in args)])
+        return cls(template, DEFAULT_READY_URL, DEFAULT_METRICS_URL)
+
 
 class OperatorProcess:
     """One run of the operator under test; see the module docstring."""
 
     def __init__(
-        self, command: OperatorCommand, kubeconfig: Path, log_path: Path, user: str
+        self, command: OperatorCommand, kubeconfig: Path, log_path: Path, user: str = ""
     ) -> None:
+        """`user`: the name the operator's requests have in the audit log (wait_ready)."""
         self.command = command
         self.user = user
         self.log_path = log_path
@@ -107,6 +117,24 @@ class OperatorProcess:
             f"last lines of {self.log_path}:\n{self.process.tail()}"
         )
 
+    def run(self, timeout: float = 60) -> None:
+        """Starts it and waits until its ready URL answers (wait_answers)."""
+        self.start()
+        self.wait_answers(timeout)
+
+    def wait_answers(self, timeout: float) -> None:
+        """Blocks until the ready URL answers 200; raises OperatorError if the operator
+        exits first or `timeout` passes."""
+        deadline = time.monotonic() + timeout
+        while not self.answers():
+            self.check()
+            if time.monotonic() > deadline:
+                raise OperatorError(
+                    f"the operator did not answer on {self._fill(self.command.ready_url)} in "
+                    f"{timeout:g}s; last lines of {self.log_path}:\n{self.process.tail(80)}"
+                )
+            time.sleep(0.2)
+
     def answers(self) -> bool:
         """Whether the ready URL answers 200 (True if there is none)."""
         url = self._fill(self.command.ready_url)
@@ -131,6 +159,10 @@ class OperatorProcess:
 
     def stop(self) -> None:
         self.process.stop(grace=15)
+
+    def kill(self) -> None:
+        """SIGKILL: the operator gets no chance to finish anything."""
+        self.process.kill()
 
     def log_lines(self) -> list[str]:
         try:

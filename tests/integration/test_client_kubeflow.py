@@ -12,8 +12,8 @@ import json
 
 import pytest
 from support.builders import SHELL_IMAGE
-from support.operator_process import OperatorProcess
 
+from harness.operator_process import OperatorProcess
 from tfjob_operator.client import TFJobClient
 
 pytestmark = pytest.mark.integration

@@ -358,10 +358,10 @@ def test_operator_killed_mid_job_recovers_without_duplicates(tfjobs: TFJobs, ope
         tfjobs.wait_state("crash", "Running", 60)
         operator.kill()
         time.sleep(2)  # worker-0 fails while no operator runs
-        operator.start()
+        operator.run()
         job = tfjobs.wait_state("crash", "Succeeded", 90)
         operator.kill()
-        operator.start()
+        operator.run()
         time.sleep(2)
     assert creations.duplicates() == []
     assert job["status"]["restartCount"] == 1
@@ -370,8 +370,10 @@ def test_operator_killed_mid_job_recovers_without_duplicates(tfjobs: TFJobs, ope
 
 
 def _metric_samples(operator: Any) -> dict[str, float]:
+    text = operator.metrics()
+    assert text is not None, "the operator's metrics do not answer"
     samples = {}
-    for line in operator.metrics().splitlines():
+    for line in text.splitlines():
         if line and not line.startswith("#"):
             name, _, value = line.rpartition(" ")
             samples[name] = float(value)

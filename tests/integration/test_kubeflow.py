@@ -17,9 +17,10 @@ from kubernetes import client
 from support.builders import SHELL_IMAGE, shell_replica, tfjob
 from support.cluster import Kubectl
 from support.fixtures import INVALID_POD_GRACE_SECONDS
-from support.operator_process import OperatorProcess
 from support.rejected_tfjobs import POD_API, REJECTED, Rejected
 from support.tfjobs import TFJobs, condition
+
+from harness.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.integration
 

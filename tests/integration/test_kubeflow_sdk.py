@@ -25,9 +25,9 @@ from kubeflow.training import (
 from kubernetes import client
 from kubernetes.client import V1Container, V1ObjectMeta, V1PodSpec, V1PodTemplateSpec
 from support.builders import SHELL_IMAGE
-from support.operator_process import OperatorProcess
 from support.waiting import wait_until
 
+from harness.operator_process import OperatorProcess
 from tfjob_localcluster.coscheduling import SCHEDULER_NAME as SCHEDULER_PLUGINS
 
 pytestmark = pytest.mark.integration

@@ -37,9 +37,9 @@ from support.kueue import (
     workload_condition,
     workload_of,
 )
-from support.operator_process import OperatorProcess
 from support.tfjobs import TFJobs, condition
 
+from harness.operator_process import OperatorProcess
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.kueue import Kueue
 

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from support.builders import shell_replica, tfjob
 from support.cluster import Kubectl
-from support.operator_process import OperatorProcess
 from support.tfjobs import TFJobs
 
+from harness.operator_process import OperatorCommand, OperatorProcess
 from harness.promtext import counters
 
 pytestmark = pytest.mark.integration
@@ -42,14 +42,13 @@ def candidates(
     started = []
     try:
         for name in ("operator-a", "operator-b"):
-            process = OperatorProcess(
-                kubeconfig,
-                tmp_path / f"{name}.log",
+            command = OperatorCommand.checkout(
                 "--namespace", namespace, "--leader-elect",
                 f"--leader-election-namespace={namespace}", f"--leader-election-id={LEASE}",
                 f"--leader-election-identity={name}",
             )  # fmt: skip
-            process.start()
+            process = OperatorProcess(command, Path(kubeconfig), tmp_path / f"{name}.log")
+            process.run()
             started.append(process)
         yield started
     finally:
@@ -73,7 +72,9 @@ def wait_holder(kubectl: Kubectl, namespace: str, wanted: str, timeout: float) -
 
 
 def leading(process: OperatorProcess) -> float:
-    return counters(process.metrics(), "tfjob_operator_leader")["tfjob_operator_leader"]
+    text = process.metrics()
+    assert text is not None, f"no metrics from the operator:\n{process.process.tail()}"
+    return counters(text, "tfjob_operator_leader")["tfjob_operator_leader"]
 
 
 def test_one_candidate_leads_and_the_standby_is_ready_and_writes_nothing(
@@ -115,18 +116,19 @@ def test_a_leader_paused_past_its_lease_stops_writing_and_exits_when_it_wakes(
     candidates: list[OperatorProcess], kubectl: Kubectl, namespace: str, k8s_client: Any
 ) -> None:
     leader, _standby = candidates
-    assert leader.process is not None
-    leader.process.send_signal(signal.SIGSTOP)
+    paused = leader.process.popen
+    assert paused is not None
+    paused.send_signal(signal.SIGSTOP)
     try:
         wait_holder(kubectl, namespace, "operator-b", LEASE_SECONDS + 10)
         jobs = TFJobs(k8s_client, namespace)
         jobs.create(tfjob("meanwhile", {"Worker": shell_replica("sleep 1")}))
         jobs.wait_state("meanwhile", "Succeeded", 60)
     finally:
-        leader.process.send_signal(signal.SIGCONT)
+        paused.send_signal(signal.SIGCONT)
     # Awake, it finds it has not renewed in time: it writes nothing more, and exits.
-    assert leader.process.wait(timeout=30) == 1
-    log = leader.log_tail(200)
+    assert paused.wait(timeout=30) == 1
+    log = leader.process.tail(200)
     assert "operator-a lost the Lease" in log
     assert holder(kubectl, namespace)["holderIdentity"] == "operator-b"
 
@@ -136,7 +138,7 @@ def test_a_leader_stopping_gives_the_lease_up_and_the_standby_takes_it_at_once(
 ) -> None:
     leader, _ = candidates
     leader.stop()
-    assert leader.process is not None
-    assert leader.process.returncode == 0
+    assert leader.process.popen is not None
+    assert leader.process.popen.returncode == 0
     took = wait_holder(kubectl, namespace, "operator-b", 10)
     assert took < 5, "a released Lease is taken without waiting for it to expire"

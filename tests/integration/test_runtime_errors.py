@@ -18,8 +18,9 @@ from kubernetes import client
 from support.builders import shell_replica, tfjob
 from support.cluster import Kubectl
 from support.fixtures import INVALID_POD_GRACE_SECONDS
-from support.operator_process import OperatorProcess
 from support.tfjobs import TFJobs, condition
+
+from harness.operator_process import OperatorProcess
 
 pytestmark = pytest.mark.integration
 

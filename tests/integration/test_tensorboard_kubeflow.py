@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 from support.builders import SHELL_IMAGE
-from support.operator_process import OperatorProcess
 from support.tfjobs import TFJobs
 from support.waiting import wait_until
 
+from harness.operator_process import OperatorProcess
 from tfjob_operator.client import TFJobClient
 
 pytestmark = pytest.mark.integration

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from harness.operator_process import OperatorCommand, OperatorProcess
 from support.checkout import ROOT
 from support.cluster import Kubectl
-from support.operator_process import OperatorProcess
 from support.tfjobs import TFJobs
 from support.waiting import wait_until
 from tfjob_localcluster.cluster import LocalCluster
@@ -71,10 +71,12 @@ def operator(
     """The operator from this checkout, watching all namespaces, for the whole session."""
     log_path = tmp_path_factory.mktemp("operator") / "operator.log"
     process = OperatorProcess(
-        kubeconfig, log_path, f"--invalid-pod-grace-seconds={INVALID_POD_GRACE_SECONDS}"
+        OperatorCommand.checkout(f"--invalid-pod-grace-seconds={INVALID_POD_GRACE_SECONDS}"),
+        Path(kubeconfig),
+        log_path,
     )
     request.config.stash[_OPERATOR_KEY] = process
-    process.start()
+    process.run()
     try:
         yield process
     finally:
@@ -95,12 +97,13 @@ def kubeflow_operator(
     install_crd(kubectl, KUBEFLOW_CRD)
     stop_session_operator(request.config)
     process = OperatorProcess(
-        kubeconfig,
+        OperatorCommand.checkout(
+            "--kubeflow", f"--invalid-pod-grace-seconds={INVALID_POD_GRACE_SECONDS}"
+        ),
+        Path(kubeconfig),
         tmp_path_factory.mktemp("kubeflow") / "operator.log",
-        "--kubeflow",
-        f"--invalid-pod-grace-seconds={INVALID_POD_GRACE_SECONDS}",
     )
-    process.start()
+    process.run()
     try:
         yield process
     finally:
@@ -117,8 +120,8 @@ def kubeflow_jobs(kubeflow_operator: OperatorProcess, k8s_client: Any, namespace
 @pytest.fixture
 def tfjobs(operator: OperatorProcess, k8s_client: Any, namespace: str) -> TFJobs:
     """TFJob helpers in this test's namespace, with the operator running."""
-    if operator.process is None or operator.process.poll() is not None:
-        operator.start()  # an earlier test stopped it and failed before starting it again
+    if not operator.process.running():
+        operator.run()  # an earlier test stopped it and failed before starting it again
     return TFJobs(k8s_client, namespace)
 
 
@@ -143,7 +146,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     process = item.config.stash.get(_OPERATOR_KEY, None)
     if report.failed and process is not None and "operator" in getattr(item, "fixturenames", ()):
         report.sections.append(
-            ("operator log (tail)", f"{process.log_path}\n{process.log_tail(60)}")
+            ("operator log (tail)", f"{process.log_path}\n{process.process.tail(60)}")
         )
     return report
 

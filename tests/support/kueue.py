@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from harness.operator_process import OperatorProcess
 from support.builders import shell_replica, tfjob
-from support.operator_process import OperatorProcess
 from support.tfjobs import TFJobs, condition
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.kueue import Kueue
