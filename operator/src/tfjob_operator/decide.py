@@ -169,18 +169,19 @@ def decide(
     it has lasted `invalid_grace_seconds`."""
     if job.deleting:
         return Plan()
-    decision = _Decision(job, pods, services, now, cluster_domain)
-    decision.pod_groups = list(pod_groups)
-    decision.gangs = gangs
-    decision.workloads = [w for w in workloads if w.owner_uid == job.ref.uid]
-    decision.flavors = flavors or {}
-    decision.not_admitted = next((w.not_admitted for w in decision.workloads), None)
-    decision.queued_here = job.queue is not None and on_operators_route(
-        job.ref.api, decision.workloads
-    )
-    decision.refusals = [r for r in refusals if r.generation == job.generation]
-    decision.invalid_grace = timedelta(seconds=invalid_grace_seconds)
-    return decision.run()
+    return _Decision(
+        job,
+        pods,
+        services,
+        now,
+        cluster_domain,
+        workloads=workloads,
+        pod_groups=pod_groups,
+        gangs=gangs,
+        flavors=flavors or {},
+        refusals=refusals,
+        invalid_grace=timedelta(seconds=invalid_grace_seconds),
+    ).run()
 
 
 def name_order(job: JobView) -> tuple[str, int, str]:
@@ -214,6 +215,13 @@ class _Decision:
         services: Sequence[ServiceObservation],
         now: datetime,
         cluster_domain: str | None,
+        *,
+        workloads: Sequence[WorkloadObservation] = (),
+        pod_groups: Sequence[PodGroupObservation] = (),
+        gangs: gang_scheduling.GangSchedulers = gang_scheduling.USUAL_GANG_SCHEDULERS,
+        flavors: Mapping[str, FlavorObservation] | None = None,
+        refusals: Sequence[Refusal] = (),
+        invalid_grace: timedelta = timedelta(seconds=INVALID_POD_GRACE_SECONDS),
     ) -> None:
         self.job = job
         self.ref = job.ref
@@ -240,24 +248,24 @@ class _Decision:
         self.start_time: str | None = old.get("startTime")
         self.completion_time: str | None = old.get("completionTime")
         self.plan = Plan()
-        #: Why Kueue has not admitted the job, if it is queued and Kueue said.
-        self.not_admitted: str | None = None
         #: The job's Kueue Workloads, and the ResourceFlavors they were admitted to.
-        self.workloads: list[WorkloadObservation] = []
-        self.flavors: Mapping[str, FlavorObservation] = {}
+        self.workloads = [w for w in workloads if w.owner_uid == job.ref.uid]
+        self.flavors: Mapping[str, FlavorObservation] = flavors or {}
+        #: Why Kueue has not admitted the job, if it is queued and Kueue said.
+        self.not_admitted = next((w.not_admitted for w in self.workloads), None)
+        #: Queued in Kueue with the operator as its job controller (queueing.py).
+        self.queued_here = job.queue is not None and on_operators_route(job.ref.api, self.workloads)
         #: The gates the pods passed (gates.py); each adds what it must to a pod.
         self.passed: list[Gate[Any]] = []
-        #: Queued in Kueue with the operator as its job controller (queueing.py).
-        self.queued_here = False
         #: Replicas whose pods this decision creates.
         self.creating: list[Replica] = []
-        self.pod_groups: list[PodGroupObservation] = []
-        self.gangs = gang_scheduling.USUAL_GANG_SCHEDULERS
+        self.pod_groups = list(pod_groups)
+        self.gangs = gangs
         #: The job's gang, once the spec is known to have one.
         self.gang: gang_scheduling.Gang | None = None
         #: The API server's refusals of children rendered from this spec (refusals.py).
-        self.refusals: list[Refusal] = []
-        self.invalid_grace = timedelta(seconds=INVALID_POD_GRACE_SECONDS)
+        self.refusals = [r for r in refusals if r.generation == job.generation]
+        self.invalid_grace = invalid_grace
 
     # -- flow ---------------------------------------------------------------------------------
 
