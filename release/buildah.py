@@ -9,7 +9,9 @@ emulated), and pushes an index of several platforms' images with its digest. Her
 - every call runs in a mount namespace of its own (private_run): its mounts, its
   runtime files in /run and the blob cache it would keep in /var/lib/containers never
   reach the host; its temporary files go to the cache's tmp/ (TMPDIR, and a bind over
-  /var/tmp, where some of them go whatever TMPDIR says);
+  /var/tmp, where some of them go whatever TMPDIR says); what it writes to /etc goes to
+  `<cache>/buildah/etc` (an overlay): buildah sets up its network backend even when no
+  step uses it, and so makes `/etc/cni/net.d/cni.lock`;
 - build steps run with chroot isolation and the host's network (no runtime, no CNI).
 """
 
@@ -57,12 +59,16 @@ class Buildah:
         """The command line that runs `buildah args...` in a namespace of its own."""
         return self.private(self.raw(*args))
 
-    @staticmethod
-    def private(argv: Sequence[str]) -> list[str]:
+    def private(self, argv: Sequence[str]) -> list[str]:
         """The command line that runs `argv` (buildah's, or a script calling `raw()`) in
-        a mount namespace of its own, as every buildah call here runs."""
+        a mount namespace of its own, as every buildah call here runs. What it writes to
+        /etc (a RUN step's network setup makes /etc/cni/net.d/cni.lock) stays in the
+        cache: /etc is an overlay there."""
         return private_run.command(
-            argv, read_only=PRIVATE_READ_ONLY, binds={"/var/tmp": temporary()}
+            argv,
+            etc_upper=self.root / "etc",
+            read_only=PRIVATE_READ_ONLY,
+            binds={"/var/tmp": temporary()},
         )
 
     def environment(self) -> dict[str, str]:

@@ -102,15 +102,31 @@ def difference(
     before: HostState, after: HostState, ignored_entries: tuple[str, ...] = ()
 ) -> dict[str, dict[str, list[str]]]:
     """Per field, what appeared and what disappeared (empty when nothing changed), but
-    for the `ignored_entries` (files or directories under WATCHED_DIRS)."""
+    for the `ignored_entries` (files or directories under WATCHED_DIRS) and for entries a
+    Debian package owns: a run may install the packages it needs (packages.py), and their
+    files are the package's, not the run's."""
     changed = {}
     for field in fields(HostState):
         old, new = set(getattr(before, field.name)), set(getattr(after, field.name))
         if field.name == "entries":
             old, new = old - set(ignored_entries), new - set(ignored_entries)
+            packaged = owned_by_packages(old ^ new)
+            old, new = old - packaged, new - packaged
         if old != new:
             changed[field.name] = {"added": sorted(new - old), "removed": sorted(old - new)}
     return changed
+
+
+def owned_by_packages(paths: set[str]) -> set[str]:
+    """Those of `paths` that an installed Debian package owns (`dpkg-query -S`)."""
+    if not paths or shutil.which("dpkg-query") is None:
+        return set()
+    done = subprocess.run(
+        ["dpkg-query", "-S", *sorted(paths)], capture_output=True, text=True, check=False
+    )
+    # One line per owned path: "package[, package...]: /path"; the others go to stderr.
+    owned = {line.rpartition(": ")[2] for line in done.stdout.splitlines() if ": " in line}
+    return owned & paths
 
 
 def _ip_json(*args: str) -> list[dict[str, str]]:

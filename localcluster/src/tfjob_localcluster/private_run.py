@@ -72,6 +72,7 @@ def command(
 
 def overlay_etc(upper: str) -> None:
     work = f"{upper.rstrip('/')}.work"
+    os.makedirs(upper, exist_ok=True)
     os.makedirs(work, exist_ok=True)
     mount("overlay", "/etc", "overlay", 0, f"lowerdir=/etc,upperdir={upper},workdir={work}")
 
