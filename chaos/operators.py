@@ -19,9 +19,6 @@ from pathlib import Path
 
 from chaos.verdict import OperatorFigures
 from harness.operator_process import (
-    DEFAULT_COMMAND,
-    DEFAULT_METRICS_URL,
-    DEFAULT_READY_URL,
     ERROR_LINE,
     OperatorCommand,
     OperatorProcess,
@@ -152,11 +149,12 @@ class Candidates:
         kubeconfig = self.cluster.control_plane.client_kubeconfig(
             identity, identity, ("system:masters", GROUP)
         )
-        template = (
-            f"{DEFAULT_COMMAND} --leader-elect --leader-election-namespace={LEASE_NAMESPACE} "
-            f"--leader-election-id={LEASE} --leader-election-identity={identity}"
+        command = OperatorCommand.checkout(
+            "--leader-elect",
+            f"--leader-election-namespace={LEASE_NAMESPACE}",
+            f"--leader-election-id={LEASE}",
+            f"--leader-election-identity={identity}",
         )
-        command = OperatorCommand(template, DEFAULT_READY_URL, DEFAULT_METRICS_URL)
         log = self.state_dir / f"{identity}.log"
         candidate = Candidate(identity, OperatorProcess(command, kubeconfig, log, user=identity))
         self.every.append(candidate)
