@@ -82,7 +82,7 @@ format: env ## Apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-typecheck: env ## mypy, strict, on the operator, the trainer, the local cluster, the bench, the chaos run and their harness
+typecheck: env ## mypy, strict, on all the Python: product, harnesses, hack/ and the tests
 	$(BIN)/mypy
 
 test: env binaries images lint typecheck ## Everything that runs here: lint, types, unit, integration, e2e
@@ -103,15 +103,15 @@ crd: env ## Regenerate the TFJob CRD (chart crds/ and its manifests/ copy)
 	$(BIN)/python hack/gen_crd.py
 
 manifests: env binaries ## Regenerate the kustomize install from the Helm chart
-	$(BIN)/python hack/gen_manifests.py
+	$(BIN)/python -m hack.gen_manifests
 
 examples: env ## Regenerate examples/ with `tfjob-operator new`
-	$(BIN)/python hack/gen_examples.py
+	$(BIN)/python -m hack.gen_examples
 
 generated-check: env binaries ## Fail if a generated file (CRD, manifests, examples) is out of date
 	$(BIN)/python hack/gen_crd.py --check
-	$(BIN)/python hack/gen_manifests.py --check
-	$(BIN)/python hack/gen_examples.py --check
+	$(BIN)/python -m hack.gen_manifests --check
+	$(BIN)/python -m hack.gen_examples --check
 
 demo: env cluster-binaries images ## The main job: local cluster, operator, MWMS and PSS TFJobs trained to completion
 	$(BIN)/python hack/demo.py $(DEMO_ARGS)

@@ -21,12 +21,18 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from bench.procstats import cpu_by_name, cpu_delta, machine_busy_seconds, own_cpu_seconds
 from harness import promtext
-from harness.apiclient import ApiClient
 from tfjob_operator.kube import Priority
+
+
+class MetricsReader(Protocol):
+    """Where the API server's metrics are read (the harness's ApiClient)."""
+
+    async def text(self, path: str) -> str: ...
+
 
 #: Reads the operator's own metrics (None if it serves none, as another project's may not).
 OperatorMetrics = Callable[[], str | None]
@@ -61,14 +67,14 @@ class ExitWindow:
 
     @classmethod
     async def open(
-        cls, client: ApiClient, pids: Mapping[str, int], operator: OperatorMetrics | None = None
+        cls, client: MetricsReader, pids: Mapping[str, int], operator: OperatorMetrics | None = None
     ) -> ExitWindow:
         """`pids`: the processes to account for by name (control plane, kwok, operator);
         `operator` reads the operator's metrics, if it is this repository's."""
         operator_metrics = await asyncio.to_thread(operator) if operator is not None else None
         return cls(pids, await client.text("/metrics"), operator, operator_metrics)
 
-    async def close(self, client: ApiClient, seen: Mapping[str, int]) -> dict[str, Any]:
+    async def close(self, client: MetricsReader, seen: Mapping[str, int]) -> dict[str, Any]:
         """`seen`: resource -> how many of its updates in the window the harness saw (each
         job's Succeeded is one of the TFJob's)."""
         wall = time.monotonic() - self.began
@@ -95,7 +101,7 @@ class ExitWindow:
         }
 
     async def _updates_counting(
-        self, client: ApiClient, seen: Mapping[str, int]
+        self, client: MetricsReader, seen: Mapping[str, int]
     ) -> dict[str, tuple[float, int]]:
         deadline = time.monotonic() + COUNTED_WITHIN_SECONDS
         while True:

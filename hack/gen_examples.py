@@ -1,8 +1,8 @@
 """Writes examples/*.yaml with `tfjob-operator new`, so every example is what the
 scaffolder produces for these choices.
 
-    .venv/bin/python hack/gen_examples.py          # regenerate
-    .venv/bin/python hack/gen_examples.py --check  # exit 1 if an example is out of date
+    .venv/bin/python -m hack.gen_examples          # regenerate
+    .venv/bin/python -m hack.gen_examples --check  # exit 1 if an example is out of date
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import io
 import sys
 from pathlib import Path
 
-from generated import sync
-
+from hack.generated import sync
 from tfjob_operator.cli import main as tfjob_operator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,7 +88,7 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="fail if an example is stale")
     args = parser.parse_args()
     files = {ROOT / relative: render(arguments) for relative, arguments in EXAMPLES.items()}
-    return sync(files, check=args.check, generator="hack/gen_examples.py")
+    return sync(files, check=args.check, generator="make examples")
 
 
 if __name__ == "__main__":

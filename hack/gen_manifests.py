@@ -1,8 +1,8 @@
 """Writes the kustomize install (manifests/) from the Helm chart, so both install the same
 objects: the chart is the one source of the operator's Deployment, RBAC and Service.
 
-    .venv/bin/python hack/gen_manifests.py          # regenerate
-    .venv/bin/python hack/gen_manifests.py --check  # exit 1 if manifests/ is out of date
+    .venv/bin/python -m hack.gen_manifests          # regenerate
+    .venv/bin/python -m hack.gen_manifests --check  # exit 1 if manifests/ is out of date
 
 The CRDs are not rendered here: hack/gen_crd.py writes them (chart crds/ and files/, and
 their copies in manifests/base/crd/ and manifests/overlays/kubeflow/crd/).
@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from generated import sync
+
+from hack.generated import sync
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -125,7 +126,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if manifests/ is stale")
     args = parser.parse_args()
-    return sync(expected_files(), check=args.check, generator="hack/gen_manifests.py")
+    return sync(expected_files(), check=args.check, generator="make manifests")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from support.cluster import Kubectl
-from support.pods import Pods, condition, container, container_status, pod_manifest
+from support.pods import Pods, condition, container, container_status, find_condition, pod_manifest
 from support.waiting import wait_until
 
 from tfjob_localcluster.cluster import LocalCluster
@@ -176,7 +176,7 @@ def test_gpu_requests_are_scheduled_and_devices_never_shared(pods: Pods) -> None
     pods.create(gpu_pod("too-many", 5))
     pending = pods.wait(
         "too-many",
-        lambda p: (condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable",
+        lambda p: (find_condition(p, "PodScheduled") or {}).get("reason") == "Unschedulable",
         "Unschedulable",
     )
     assert "Insufficient nvidia.com/gpu" in condition(pending, "PodScheduled")["message"]

@@ -36,6 +36,7 @@ from tfjob_localcluster.binaries import (
     tool_dir,
     tools,
 )
+from tfjob_localcluster.checkout import ROOT
 from tfjob_localcluster.node import files, tunables
 from tfjob_localcluster.node.config import NodeConfig
 from tfjob_localcluster.node.mounts import inside, outermost
@@ -228,8 +229,8 @@ def test_image_digests_follow_the_dockerfile_its_copied_files_and_the_base() -> 
     assert "operator/src" in sources
     assert all(not s.startswith("/opt") for s in sources), "COPY --from lines are not inputs"
     inputs = images.context_files(operator)
-    assert images.REPOSITORY / "operator" / "src" / "tfjob_operator" / "decide.py" in inputs
-    assert images.REPOSITORY / "trainer" / "src" / "tfjob_trainer" / "cli.py" not in inputs
+    assert ROOT / "operator" / "src" / "tfjob_operator" / "decide.py" in inputs
+    assert ROOT / "trainer" / "src" / "tfjob_trainer" / "cli.py" not in inputs
     assert images.digest(operator, "base-a") != images.digest(operator, "base-b")
     assert images.digest(operator, "base-a") == images.digest(operator, "base-a")
 

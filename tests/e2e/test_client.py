@@ -50,8 +50,8 @@ def test_a_job_through_the_client_only(backend: Backend, tfjobs: TFJobs) -> None
     )
     follower.start()
     progress = io.StringIO()
-    job = client.wait("mnist-mwms", timeout=TRAINING_TIMEOUT, progress=progress)
-    assert job.succeeded, client.describe("mnist-mwms")
+    finished = client.wait("mnist-mwms", timeout=TRAINING_TIMEOUT, progress=progress)
+    assert finished.succeeded, client.describe("mnist-mwms")
     follower.join(timeout=60)
     assert not follower.is_alive(), "the followed log did not end after the job finished"
 

@@ -24,7 +24,8 @@ from support.fixtures import stop_session_operator
 from support.tfjobs import TFJobs, condition
 
 from tfjob_localcluster.binaries import read_versions
-from tfjob_localcluster.chart import CHART, RELEASE, install_operator, run_helm
+from tfjob_localcluster.chart import RELEASE, install_operator, run_helm
+from tfjob_localcluster.checkout import CHART
 from tfjob_localcluster.gomodule import module_dir
 
 pytestmark = pytest.mark.e2e
@@ -105,7 +106,7 @@ def test_a_kubeflow_example_runs_to_completion(
             "--tail=80", check=False,
         )  # fmt: skip
         raise AssertionError(f"{stalled}\nthe installed operator's log:\n{log.stdout}") from None
-    assert condition(done, "Succeeded")["reason"] == "TFJobSucceeded"  # type: ignore[index]
+    assert condition(done, "Succeeded")["reason"] == "TFJobSucceeded"
 
     asked = example["spec"]["tfReplicaSpecs"]
     statuses = done["status"]["replicaStatuses"]

@@ -33,7 +33,7 @@ from support.builders import shell_replica, tfjob
 from support.checkout import ROOT
 from support.cluster import Kubectl, namespace_name
 from support.examples import documents
-from support.tfjobs import PodCreations, TFJobs, condition
+from support.tfjobs import PodCreations, TFJobs, condition, find_condition
 from support.waiting import wait_until
 
 from release.wheel import digest as wheel_digest
@@ -407,13 +407,13 @@ def test_upgrade_from_the_previous_release_keeps_running_jobs(
         jobs.create(tfjob("short", {"Worker": shell_replica("sleep 45")}))
         jobs.wait_for(
             "train",
-            lambda j: (condition(j, "Running") or {}).get("status") == "True",
+            lambda j: (find_condition(j, "Running") or {}).get("status") == "True",
             "Running",
             300,
         )
         jobs.wait_for(
             "short",
-            lambda j: (condition(j, "Running") or {}).get("status") == "True",
+            lambda j: (find_condition(j, "Running") or {}).get("status") == "True",
             "Running",
             120,
         )

@@ -16,7 +16,7 @@ from kubernetes import client
 from support.backends import Backend
 from support.builders import GENERATION_ENV
 from support.examples import example, set_args
-from support.tfjobs import PodCreations, TFJobs, condition
+from support.tfjobs import PodCreations, TFJobs, condition, find_condition
 from support.waiting import wait_until
 
 from tfjob_localcluster.diagnose import describe_pods
@@ -138,7 +138,7 @@ def test_job_asking_for_too_many_gpus_stays_pending_and_says_why(tfjobs: TFJobs)
     tfjobs.create(job)
     pending = tfjobs.wait_for(
         "mnist-gpu",
-        lambda j: (condition(j, "Running") or {}).get("reason") == "Unschedulable",
+        lambda j: (find_condition(j, "Running") or {}).get("reason") == "Unschedulable",
         "the Unschedulable reason",
         120,
     )

@@ -14,6 +14,8 @@ import pytest
 from support.builders import shell_replica, tfjob
 from support.tfjobs import PodCreations, TFJobs, condition
 
+from harness.operator_process import OperatorProcess
+
 pytestmark = pytest.mark.integration
 
 SLEEP = "sleep 3600"
@@ -338,7 +340,9 @@ def test_replica_count_change_rerenders_tf_config(tfjobs: TFJobs) -> None:
     assert [e.reason for e in events].count("ReplicasChanged") == 1
 
 
-def test_operator_killed_mid_job_recovers_without_duplicates(tfjobs: TFJobs, operator) -> None:
+def test_operator_killed_mid_job_recovers_without_duplicates(
+    tfjobs: TFJobs, operator: OperatorProcess
+) -> None:
     with PodCreations(tfjobs.core.api_client, tfjobs.namespace, "crash") as creations:
         tfjobs.create(
             tfjob(

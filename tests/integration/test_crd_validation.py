@@ -20,6 +20,7 @@ import yaml
 from support.builders import Manifest, container, replica_spec, tfjob
 from support.checkout import ROOT
 from support.rejected_tfjobs import REJECTED, Rejected
+from support.tfjobs import find_condition
 from support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -334,7 +335,7 @@ def test_get_prints_state_and_replica_columns(
     (row,) = table["rows"]
     status = row["object"]["status"]
     assert status["state"]
-    running = next((c for c in status["conditions"] if c["type"] == "Running"), {})
+    running = find_condition(row["object"], "Running") or {}
     assert row["cells"][:6] == [
         "job",
         status["state"],

@@ -17,7 +17,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from support.builders import SHELL_IMAGE, shell_replica, tfjob
 from support.cluster import Kubectl
-from support.tfjobs import TFJobs, condition
+from support.tfjobs import TFJobs, condition, find_condition
 from support.waiting import wait_until
 
 from tfjob_localcluster.cluster import LocalCluster
@@ -189,11 +189,11 @@ def test_a_gang_that_does_not_fit_starts_no_pod_until_all_of_it_fits(
     )
     stalled = tfjobs.wait_for(
         "gang",
-        lambda job: (condition(job, "Running") or {}).get("reason") == "GangUnschedulable",
+        lambda job: (find_condition(job, "Running") or {}).get("reason") == "GangUnschedulable",
         "Running=False with reason GangUnschedulable",
         60,
     )
-    message = condition(stalled, "Running")["message"]  # type: ignore[index]
+    message = condition(stalled, "Running")["message"]
     assert message.startswith(
         f"The gang cannot be placed (PodGroup gang ({title}, 2 pods together)): "
     )
@@ -290,7 +290,6 @@ def test_a_gang_the_operator_cannot_honour_fails_at_once_and_says_why(
     )
     failed = tfjobs.wait_state("wrong", "Failed", 30)
     reason = condition(failed, "Failed")
-    assert reason is not None
     assert reason["reason"] == "InvalidSpec"
     assert message in reason["message"]
     assert tfjobs.pods("wrong") == []

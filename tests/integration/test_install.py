@@ -26,13 +26,13 @@ from support.tfjobs import TFJobs
 from support.waiting import wait_until
 
 from tfjob_localcluster.chart import (
-    CHART,
     RELEASE,
     InstallError,
     default_values,
     install_operator,
     run_helm,
 )
+from tfjob_localcluster.checkout import CHART
 from tfjob_localcluster.images import OPERATOR
 
 pytestmark = pytest.mark.integration

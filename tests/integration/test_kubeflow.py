@@ -18,7 +18,7 @@ from support.builders import SHELL_IMAGE, shell_replica, tfjob
 from support.cluster import Kubectl
 from support.fixtures import INVALID_POD_GRACE_SECONDS
 from support.rejected_tfjobs import POD_API, REJECTED, Rejected
-from support.tfjobs import TFJobs, condition
+from support.tfjobs import TFJobs, condition, find_condition
 
 from harness.operator_process import OperatorProcess
 
@@ -51,7 +51,7 @@ def test_a_kubeflow_tfjob_gets_kubeflows_labels_owner_and_status(
         )
     )
     running = kubeflow_jobs.wait_state("mnist", "Running", 60)
-    assert condition(running, "Running")["reason"] == "TFJobRunning"  # type: ignore[index]
+    assert condition(running, "Running")["reason"] == "TFJobRunning"
     statuses = running["status"]["replicaStatuses"]
     assert statuses["Worker"]["active"] == 2
     assert statuses["Worker"]["selector"] == (
@@ -84,8 +84,8 @@ def test_a_kubeflow_tfjob_gets_kubeflows_labels_owner_and_status(
 
     kubectl("exec", "-n", kubeflow_jobs.namespace, "mnist-worker-0", "--", "touch", "/done")
     done = kubeflow_jobs.wait_state("mnist", "Succeeded", 60)
-    assert condition(done, "Succeeded")["reason"] == "TFJobSucceeded"  # type: ignore[index]
-    assert condition(done, "Created")["reason"] == "TFJobCreated"  # type: ignore[index]
+    assert condition(done, "Succeeded")["reason"] == "TFJobSucceeded"
+    assert condition(done, "Created")["reason"] == "TFJobCreated"
     assert done["status"]["completionTime"]
     events = kubeflow_jobs.wait_events("mnist", ["SuccessfulCreatePod", "TFJobSucceeded"])
     assert {e.involved_object.api_version for e in events} == {"kubeflow.org/v1"}
@@ -168,7 +168,6 @@ def test_a_name_taken_in_the_other_group_fails_the_younger_job(
     kubeflow_jobs.create(kubeflow_tfjob("twin", {"Worker": shell_replica(SLEEP, 3)}))
     failed = kubeflow_jobs.wait_state("twin", "Failed", 30)
     reason = condition(failed, "Failed")
-    assert reason is not None
     assert reason["reason"] == "NameTaken"
     assert "The tfjob.dev/v1 TFJob" in reason["message"]
     assert "has the same name" in reason["message"]
@@ -224,14 +223,14 @@ def test_a_kubeflow_job_whose_pod_is_refused_says_why_and_fails_after_the_grace(
     kubeflow_jobs.create(kubeflow_tfjob("mounts", {"Worker": worker}))
     job = kubeflow_jobs.wait_for(
         "mounts",
-        lambda j: (condition(j, "Running") or {}).get("reason") == "FailedCreatePod",
+        lambda j: (find_condition(j, "Running") or {}).get("reason") == "FailedCreatePod",
         "the refused pod in the Running condition",
         10,
     )
-    message = (condition(job, "Running") or {})["message"]
+    message = condition(job, "Running")["message"]
     assert message.startswith("worker-0: the API server refused its pod (422 Invalid): ")
     assert 'volumeMounts[0].name: Not found: "data"' in message
     failed = kubeflow_jobs.wait_state("mounts", "Failed", INVALID_POD_GRACE_SECONDS + 15)
-    assert (condition(failed, "Failed") or {})["reason"] == "FailedCreatePod"
+    assert condition(failed, "Failed")["reason"] == "FailedCreatePod"
     # Kubeflow's clients read the latest condition: Failed, with the API server's words.
     assert failed["status"]["conditions"][-1]["type"] == "Failed"

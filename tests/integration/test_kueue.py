@@ -94,7 +94,6 @@ def test_queued_jobs_run_one_after_the_other_within_the_quota(
         "second", lambda job: "Kueue: " in suspended_message(job), "Kueue's reason", 30
     )
     held = condition(waiting, "Suspended")
-    assert held is not None
     assert held["reason"] == "TFJobSuspended"
     assert f"queued in Kueue's LocalQueue {queue}" in held["message"]
     assert "quota for cpu" in held["message"]
@@ -106,7 +105,7 @@ def test_queued_jobs_run_one_after_the_other_within_the_quota(
         jobs, kubectl, first, "Finished", "True", "the Workload Finished, its quota given back"
     )
     resumed = jobs.wait_state("second", "Running", 60)
-    assert condition(resumed, "Suspended")["reason"] == "TFJobResumed"  # type: ignore[index]
+    assert condition(resumed, "Suspended")["reason"] == "TFJobResumed"
     done(kubectl, jobs, "second-worker-0")
     jobs.wait_state("second", "Succeeded", 60)
     assert workload_of(kubectl, jobs.namespace, second["metadata"]["uid"]) is not None

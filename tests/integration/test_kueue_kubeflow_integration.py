@@ -48,7 +48,7 @@ def test_kueue_makes_the_one_workload_of_each_job_and_runs_them_one_after_the_ot
     kubeflow_jobs.wait_state("first", "Succeeded", 60)
     resumed = kubeflow_jobs.wait_state("second", "Running", 60)
     assert not suspended(resumed)
-    assert condition(resumed, "Suspended")["status"] == "False"  # type: ignore[index]
+    assert condition(resumed, "Suspended")["status"] == "False"
     kubectl("exec", "-n", namespace, "second-worker-0", "--", "touch", "/done")
     kubeflow_jobs.wait_state("second", "Succeeded", 60)
     for job in (first, second):

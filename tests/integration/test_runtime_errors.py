@@ -18,7 +18,7 @@ from kubernetes import client
 from support.builders import shell_replica, tfjob
 from support.cluster import Kubectl
 from support.fixtures import INVALID_POD_GRACE_SECONDS
-from support.tfjobs import TFJobs, condition
+from support.tfjobs import TFJobs, condition, find_condition
 
 from harness.operator_process import OperatorProcess
 
@@ -35,7 +35,7 @@ def wait_running_reason(
     """The job once its Running condition's reason passes `accept`."""
     return tfjobs.wait_for(
         name,
-        lambda job: accept(str((condition(job, "Running") or {}).get("reason", ""))),
+        lambda job: accept(str((find_condition(job, "Running") or {}).get("reason", ""))),
         "the Running condition's reason",
         timeout,
     )
@@ -61,9 +61,7 @@ def reported_after_the_kubelet(
 
 
 def running(job: dict[str, Any]) -> dict[str, Any]:
-    found = condition(job, "Running")
-    assert found is not None
-    return found
+    return condition(job, "Running")
 
 
 def warning_events(tfjobs: TFJobs, name: str, reason: str) -> list[client.CoreV1Event]:
@@ -135,7 +133,6 @@ def test_a_pod_refused_as_invalid_fails_the_job_after_the_grace_period(
 
     job = tfjobs.wait_state("invalid", "Failed", INVALID_POD_GRACE_SECONDS + 15)
     failed = condition(job, "Failed")
-    assert failed is not None
     assert failed["reason"] == "FailedCreatePod"
     assert failed["message"].endswith(
         f"it was still refused after {INVALID_POD_GRACE_SECONDS:.0f}s"

@@ -91,8 +91,16 @@ def headless_service(name: str, selector: dict[str, str], port: int = 2222) -> O
     }
 
 
-def condition(pod: Obj, kind: str) -> Obj | None:
-    return next((c for c in pod["status"].get("conditions") or [] if c["type"] == kind), None)
+def find_condition(obj: Obj, kind: str) -> Obj | None:
+    """The pod's (or node's) condition of this type, if it has one."""
+    return next((c for c in obj["status"].get("conditions") or [] if c["type"] == kind), None)
+
+
+def condition(obj: Obj, kind: str) -> Obj:
+    """The pod's (or node's) condition of this type; the test fails without one."""
+    found = find_condition(obj, kind)
+    assert found is not None, f"no {kind} condition in {obj['status'].get('conditions')}"
+    return found
 
 
 def container_status(pod: Obj, name: str = "main") -> Obj:
@@ -151,7 +159,7 @@ class Pods:
         """Until every container is running and ready (the pod's Ready condition)."""
         return self.wait(
             name,
-            lambda pod: (condition(pod, "Ready") or {}).get("status") == "True",
+            lambda pod: (find_condition(pod, "Ready") or {}).get("status") == "True",
             "Ready",
             timeout,
         )

@@ -10,19 +10,40 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
 
+@overload
+def wait_until(
+    check: Callable[[], T | None],
+    timeout: float,
+    what: str | Callable[[T | None], str],
+    *,
+    interval: float = 0.25,
+) -> T: ...
+
+
+@overload
 def wait_until(
     check: Callable[[], T],
     timeout: float,
     what: str | Callable[[T], str],
     *,
-    until: Callable[[T], bool] = bool,
+    until: Callable[[T], bool],
     interval: float = 0.25,
-) -> T:
+) -> T: ...
+
+
+def wait_until(
+    check: Callable[[], Any],
+    timeout: float,
+    what: str | Callable[[Any], str],
+    *,
+    until: Callable[[Any], bool] = bool,
+    interval: float = 0.25,
+) -> Any:
     """Calls `check` until `until` holds for what it returned (by default: until that is
     true), and returns that value. Past `timeout` seconds, fails with an AssertionError
     naming `what`; a function is given the last value, to say what was seen."""

@@ -13,9 +13,9 @@ from support.checkout import ROOT
 pytestmark = pytest.mark.tools
 
 
-@pytest.mark.parametrize("generator", ["hack/gen_manifests.py", "hack/gen_examples.py"])
+@pytest.mark.parametrize("generator", ["hack.gen_manifests", "hack.gen_examples"])
 def test_generated_files_are_up_to_date(generator: str) -> None:
     done = subprocess.run(
-        [sys.executable, generator, "--check"], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", generator, "--check"], cwd=ROOT, capture_output=True, text=True
     )
     assert done.returncode == 0, f"{generator} --check: {done.stderr}"

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from trainer_processes import REPORT, JobFactory, LocalJob
+from support.trainer_processes import REPORT, JobFactory, LocalJob
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

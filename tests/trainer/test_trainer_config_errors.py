@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from trainer_processes import TRAIN
+from support.trainer_processes import TRAIN
 
 pytestmark = pytest.mark.tensorflow
 

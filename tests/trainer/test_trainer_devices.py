@@ -9,7 +9,7 @@ import subprocess
 import time
 
 import pytest
-from trainer_processes import TRAIN, JobFactory, record_run
+from support.trainer_processes import TRAIN, JobFactory, record_run
 
 pytestmark = pytest.mark.tensorflow
 

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 import pytest
-from trainer_processes import JobFactory, LocalJob, Task, record_run
+from support.trainer_processes import JobFactory, LocalJob, Task, record_run
 
 pytestmark = pytest.mark.tensorflow
 

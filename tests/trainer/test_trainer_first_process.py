@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 
 import pytest
-from trainer_processes import JobFactory
+from support.trainer_processes import JobFactory
 
 pytestmark = pytest.mark.tensorflow
 

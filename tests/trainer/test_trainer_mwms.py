@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from trainer_processes import JobFactory, record_run
+from support.trainer_processes import JobFactory, record_run
 
 pytestmark = pytest.mark.tensorflow
 

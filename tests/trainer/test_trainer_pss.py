@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trainer_processes import JobFactory, LocalJob, record_run
+from support.trainer_processes import JobFactory, LocalJob, record_run
 
 pytestmark = pytest.mark.tensorflow
 

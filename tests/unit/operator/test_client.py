@@ -201,7 +201,7 @@ def test_describe_says_why_with_exit_codes_events_and_the_failed_replicas_log() 
             a_pod("worker", 0, "Failed", {"terminated": {"reason": "Error", "exitCode": 3}})
         ),
     ]
-    events = [
+    events: list[dict[str, Any]] = [
         {
             "type": "Warning",
             "reason": "TFJobRestarting",
@@ -410,7 +410,8 @@ def test_durations_read_as_kubectls() -> None:
 def test_a_usage_error_exits_3_not_a_job_outcomes_code(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         cli.main(["wait"])
-    assert exited.value.code == ExitCode.ERROR == 3
+    assert exited.value.code == ExitCode.ERROR
+    assert int(ExitCode.ERROR) == 3
     assert "the following arguments are required: name" in capsys.readouterr().err
 
 

@@ -47,7 +47,7 @@ from tfjob_operator.watchcache import Store
 pytestmark = pytest.mark.unit
 
 KEY = (JOB.namespace, JOB.name)
-SPEC = {
+SPEC: dict[str, Any] = {
     "runPolicy": {"cleanPodPolicy": "Running"},
     "tfReplicaSpecs": {"Chief": replica_spec(1, "ExitCode"), "Worker": replica_spec(2, "ExitCode")},
 }
@@ -355,7 +355,9 @@ def test_success_is_written_before_the_clean_up_which_goes_in_one_request_per_ki
     assert "TFJobSucceeded" in messages
 
 
-def test_a_refused_collection_delete_falls_back_to_one_delete_per_child() -> None:
+def test_a_refused_collection_delete_falls_back_to_one_delete_per_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     harness = Harness()
     harness.reconcile()
     harness.show_children(exited="mnist-chief-0")
@@ -364,7 +366,7 @@ def test_a_refused_collection_delete_falls_back_to_one_delete_per_child() -> Non
     async def refuse(*_: Any) -> list[tuple[str, str]]:
         raise ApiError(403, "deletecollection", b'{"message": "forbidden"}')
 
-    harness.writes.delete_collection = refuse  # type: ignore[method-assign]
+    monkeypatch.setattr(harness.writes, "delete_collection", refuse)
     harness.reconcile()
     assert sorted(n for _, n in harness.calls("delete pod")) == CHILDREN[1:]
     assert sorted(n for _, n in harness.calls("delete service")) == CHILDREN[1:]
@@ -520,7 +522,9 @@ def test_a_job_gone_from_the_cache_ends_its_worker_state() -> None:
     assert KEY not in harness.controller._expected
 
 
-def test_a_reconcile_records_how_long_the_oldest_change_it_sees_waited_for_it() -> None:
+def test_a_reconcile_records_how_long_the_oldest_change_it_sees_waited_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     harness = Harness()
 
     async def woken_twice_then_reconciled() -> None:
@@ -531,7 +535,7 @@ def test_a_reconcile_records_how_long_the_oldest_change_it_sees_waited_for_it() 
             reconciled.set()
             return await create_pod(namespace, body)
 
-        harness.writes.create_pod = create_pod_noted  # type: ignore[method-assign]
+        monkeypatch.setattr(harness.writes, "create_pod", create_pod_noted)
         harness.controller.notify(KEY)  # the worker notes when the first change came...
         harness.clock.seconds += 0.25
         harness.controller.notify(KEY)  # ...and a second one before it runs adds no wait
@@ -756,7 +760,7 @@ def test_a_tensorboard_is_created_once_its_status_written_once_and_removed_after
     assert harness.writes.patched[-1][1]["tensorboard"] is None
 
 
-def test_a_class_the_operator_may_not_read_counts_zero() -> None:
+def test_a_class_the_operator_may_not_read_counts_zero(monkeypatch: pytest.MonkeyPatch) -> None:
     """A namespaced install cannot read cluster-scoped classes: the Workload is still made."""
     labels = {"kueue.x-k8s.io/queue-name": "team", "kueue.x-k8s.io/priority-class": "high"}
     harness = Harness()
@@ -764,7 +768,7 @@ def test_a_class_the_operator_may_not_read_counts_zero() -> None:
     async def forbidden(kind: str, name: str) -> int | None:
         raise ApiError(403, f"get {kind} {name}", b'{"reason": "Forbidden"}')
 
-    harness.writes.read_priority_class = forbidden  # type: ignore[method-assign]
+    monkeypatch.setattr(harness.writes, "read_priority_class", forbidden)
     harness.job(version="1", labels=labels)
     harness.reconcile()
     spec = harness.writes.bodies[f"workload/{workload_name(JOB)}"]["spec"]

@@ -49,7 +49,8 @@ def generated(
 def schema(generated: tuple[str, dict[str, Any]]) -> dict[str, Any]:
     versions = generated[1]["spec"]["versions"]
     assert [v["name"] for v in versions] == ["v1"]
-    return versions[0]["schema"]["openAPIV3Schema"]
+    schema: dict[str, Any] = versions[0]["schema"]["openAPIV3Schema"]
+    return schema
 
 
 def walk(node: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
@@ -390,7 +391,7 @@ def test_rejects_what_it_cannot_convert(schemas: dict[str, Any], message: str) -
 
 
 def test_object_meta_becomes_the_template_subset() -> None:
-    meta_fields = {
+    meta_fields: dict[str, Any] = {
         name: {"type": "string", "description": "x"}
         for name in ("name", "namespace", "uid", "generateName", "resourceVersion")
     }

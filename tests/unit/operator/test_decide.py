@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -10,7 +11,7 @@ from support.builders import JOB, NOW, job_view, pod, replica_spec, services
 
 from tfjob_operator.api import KUBEFLOW, JobRef
 from tfjob_operator.decide import JobView, Plan, decide
-from tfjob_operator.observe import WorkloadObservation
+from tfjob_operator.observe import PodObservation, WorkloadObservation
 from tfjob_operator.refusals import Refusal
 
 pytestmark = pytest.mark.unit
@@ -37,15 +38,31 @@ def deleted(plan: Plan) -> list[str]:
     return sorted(d.name for d in plan.delete_pods)
 
 
+def written(plan: Plan) -> dict[str, Any]:
+    """The status the plan writes; a decision that writes none fails the test here."""
+    assert plan.status is not None, "the decision writes no status"
+    return plan.status
+
+
 def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
     return next(c for c in status["conditions"] if c["type"] == kind)
 
 
-def run(spec: dict, pods: list, status: dict | None = None, **kwargs: Any) -> Plan:
+def run(
+    spec: dict[str, Any],
+    pods: Sequence[PodObservation],
+    status: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> Plan:
     return decide(job_view(spec, status), pods, services(spec), kwargs.pop("now", NOW), **kwargs)
 
 
-def settle(spec: dict, pods: list, status: dict | None = None, **kwargs: Any) -> dict:
+def settle(
+    spec: dict[str, Any],
+    pods: Sequence[PodObservation],
+    status: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
     """Runs one decision and returns the status it leaves (the old one if unchanged)."""
     plan = run(spec, pods, status, **kwargs)
     return plan.status if plan.status is not None else (status or {})
@@ -56,18 +73,18 @@ def test_new_job_creates_every_pod_and_service() -> None:
     assert created(plan) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
     assert sorted(s["metadata"]["name"] for s in plan.create_services) == created(plan)
     assert plan.status is not None
-    assert condition(plan.status, "Created")["status"] == "True"
-    assert plan.status["state"] == "Created"
-    assert plan.status["startTime"] == "2026-11-22T12:00:00Z"
+    assert condition(written(plan), "Created")["status"] == "True"
+    assert written(plan)["state"] == "Created"
+    assert written(plan)["startTime"] == "2026-11-22T12:00:00Z"
 
 
 def test_all_pods_running_means_running_and_nothing_to_do() -> None:
     status = settle(MWMS, [])
     plan = run(MWMS, [pod(MWMS, k) for k in ALL_MWMS], status)
-    assert plan.create_pods == plan.delete_pods == plan.create_services == []
-    assert plan.status["state"] == "Running"
-    assert plan.status["replicaStatuses"]["Worker"]["active"] == 2
-    assert plan.status["activeReplicas"] == 3
+    assert (plan.create_pods, plan.delete_pods, plan.create_services) == ([], [], [])
+    assert written(plan)["state"] == "Running"
+    assert written(plan)["replicaStatuses"]["Worker"]["active"] == 2
+    assert written(plan)["activeReplicas"] == 3
     again = run(MWMS, [pod(MWMS, k) for k in ALL_MWMS], plan.status)
     assert again.status is None, "a settled job must not be written again"
 
@@ -78,9 +95,9 @@ def test_chief_success_completes_and_cleans_running_pods() -> None:
         pod(PSS, k) for k in ("worker-0", "worker-1", "ps-0")
     ]
     plan = run(PSS, pods, status)
-    assert plan.status["state"] == "Succeeded"
-    assert plan.status["completionTime"] == "2026-11-22T12:00:00Z"
-    assert plan.status["replicaStatuses"]["Chief"]["succeeded"] == 1
+    assert written(plan)["state"] == "Succeeded"
+    assert written(plan)["completionTime"] == "2026-11-22T12:00:00Z"
+    assert written(plan)["replicaStatuses"]["Chief"]["succeeded"] == 1
     assert deleted(plan) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
     assert sorted(d.name for d in plan.delete_services) == deleted(plan)
     assert [e.reason for e in plan.events] == ["TFJobSucceeded"]
@@ -91,13 +108,13 @@ def test_counts_are_those_the_decision_leads_to() -> None:
     """Pods it creates count as active and pods it deletes do not: once the watch shows
     them come and go, the status is already right and is not written again."""
     new = run(PSS, [])
-    assert new.status["activeReplicas"] == 4
+    assert written(new)["activeReplicas"] == 4
     status = settle(PSS, [pod(PSS, k) for k in ALL_PSS])
     pods = [pod(PSS, "chief-0", "Succeeded", exit_code=0)] + [
         pod(PSS, k) for k in ("worker-0", "worker-1", "ps-0")
     ]
     finished = run(PSS, pods, status)
-    assert finished.status["activeReplicas"] == 0
+    assert written(finished)["activeReplicas"] == 0
     assert all(d.collectable for d in finished.delete_pods + finished.delete_services)
     terminating = [pods[0]] + [
         pod(PSS, k, terminating=True) for k in ("worker-0", "worker-1", "ps-0")
@@ -108,16 +125,16 @@ def test_counts_are_those_the_decision_leads_to() -> None:
 def test_worker_zero_decides_success_without_chief() -> None:
     spec = {"tfReplicaSpecs": {"Worker": replica_spec(2, "ExitCode")}}
     plan = run(spec, [pod(spec, "worker-0", "Succeeded", exit_code=0), pod(spec, "worker-1")])
-    assert plan.status["state"] == "Succeeded"
+    assert written(plan)["state"] == "Succeeded"
 
 
 def test_all_workers_policy_waits_for_every_worker() -> None:
     spec = {"tfReplicaSpecs": {"Worker": replica_spec(2)}, "successPolicy": "AllWorkers"}
     plan = run(spec, [pod(spec, "worker-0", "Succeeded", exit_code=0), pod(spec, "worker-1")])
-    assert plan.status["state"] != "Succeeded"
+    assert written(plan)["state"] != "Succeeded"
     assert plan.delete_pods == []
     done = [pod(spec, k, "Succeeded", exit_code=0) for k in ("worker-0", "worker-1")]
-    assert run(spec, done, plan.status).status["state"] == "Succeeded"
+    assert written(run(spec, done, plan.status))["state"] == "Succeeded"
 
 
 def test_ps_and_evaluator_never_decide_success() -> None:
@@ -133,7 +150,7 @@ def test_ps_and_evaluator_never_decide_success() -> None:
         pod(spec, "ps-0", "Succeeded", exit_code=0),
         pod(spec, "evaluator-0", "Succeeded", exit_code=0),
     ]
-    assert run(spec, pods).status["state"] != "Succeeded"
+    assert written(run(spec, pods))["state"] != "Succeeded"
 
 
 def test_mwms_retryable_failure_restarts_the_whole_group_once() -> None:
@@ -144,10 +161,10 @@ def test_mwms_retryable_failure_restarts_the_whole_group_once() -> None:
         pod(MWMS, "worker-1", "Failed", exit_code=137),
     ]
     plan = run(MWMS, pods, status)
-    assert plan.status["restartCount"] == 1
-    assert plan.status["replicaGenerations"] == {k: 1 for k in ALL_MWMS}
-    assert plan.status["state"] == "Restarting"
-    message = condition(plan.status, "Restarting")["message"]
+    assert written(plan)["restartCount"] == 1
+    assert written(plan)["replicaGenerations"] == {k: 1 for k in ALL_MWMS}
+    assert written(plan)["state"] == "Restarting"
+    message = condition(written(plan), "Restarting")["message"]
     assert "worker-1 exited with code 137" in message
     assert "chief-0, worker-0, worker-1" in message
     assert deleted(plan) == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1"]
@@ -161,7 +178,7 @@ def test_mwms_retryable_failure_restarts_the_whole_group_once() -> None:
         pod(MWMS, "worker-1", "Failed", exit_code=137, terminating=True),
     ]
     again = run(MWMS, survivors, plan.status)
-    assert (again.status or plan.status)["restartCount"] == 1
+    assert settle(MWMS, survivors, plan.status)["restartCount"] == 1
     assert deleted(again) == ["mnist-worker-0"]
     assert again.create_pods == []
 
@@ -181,8 +198,8 @@ def test_failures_seen_together_are_all_named_in_one_restart() -> None:
         pod(MWMS, "worker-1", "Failed", exit_code=137),
     ]
     plan = run(MWMS, pods, status)
-    assert plan.status["restartCount"] == 1
-    message = condition(plan.status, "Restarting")["message"]
+    assert written(plan)["restartCount"] == 1
+    message = condition(written(plan), "Restarting")["message"]
     assert message.startswith(
         "worker-0 exited with code 42, worker-1 exited with code 137; restarting "
         "chief-0, worker-0, worker-1"
@@ -199,7 +216,7 @@ def test_restart_recorded_before_a_crash_is_not_counted_twice() -> None:
     ]
     recorded = run(MWMS, failed, status).status
     plan = run(MWMS, failed, recorded)
-    assert plan.status is None or plan.status["restartCount"] == 1
+    assert plan.status is None or written(plan)["restartCount"] == 1
     assert deleted(plan) == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1"]
 
 
@@ -209,7 +226,7 @@ def test_exit_code_42_is_retryable() -> None:
         pod(MWMS, "worker-0"),
         pod(MWMS, "worker-1"),
     ]
-    assert run(MWMS, pods, settle(MWMS, [])).status["restartCount"] == 1
+    assert written(run(MWMS, pods, settle(MWMS, [])))["restartCount"] == 1
 
 
 @pytest.mark.parametrize("code", [1, 2, 127])
@@ -220,19 +237,19 @@ def test_exit_code_1_to_127_fails_the_job(code: int) -> None:
         pod(MWMS, "worker-1"),
     ]
     plan = run(MWMS, pods, settle(MWMS, []))
-    assert plan.status["state"] == "Failed"
-    failed = condition(plan.status, "Failed")
+    assert written(plan)["state"] == "Failed"
+    failed = condition(written(plan), "Failed")
     assert failed["reason"] == "ReplicaFailed"
     assert f"worker-0 exited with code {code}" in failed["message"]
     assert "ExitCode" in failed["message"]
     assert deleted(plan) == ["mnist-chief-0", "mnist-worker-1"]
-    assert plan.status["completionTime"]
+    assert written(plan)["completionTime"]
 
 
 def test_never_policy_fails_even_on_signal_exit() -> None:
     spec = {"tfReplicaSpecs": {"Worker": replica_spec(2, "Never")}}
     plan = run(spec, [pod(spec, "worker-0"), pod(spec, "worker-1", "Failed", exit_code=137)])
-    assert plan.status["state"] == "Failed"
+    assert written(plan)["state"] == "Failed"
 
 
 @pytest.mark.parametrize(
@@ -252,20 +269,22 @@ def test_never_policy_fails_even_on_signal_exit() -> None:
         },
     ],
 )
-def test_disruption_is_retried_whatever_the_policy(disruption: dict) -> None:
+def test_disruption_is_retried_whatever_the_policy(disruption: dict[str, Any]) -> None:
     spec = {"tfReplicaSpecs": {"Worker": replica_spec(2, "Never")}}
     pods = [pod(spec, "worker-0"), pod(spec, "worker-1", "Failed", **disruption)]
     plan = run(spec, pods, settle(spec, []))
-    assert plan.status["state"] == "Restarting"
-    assert plan.status["restartCount"] == 1
+    assert written(plan)["state"] == "Restarting"
+    assert written(plan)["restartCount"] == 1
 
 
 def test_pod_deleted_by_someone_else_is_a_retryable_disruption() -> None:
     spec = {"tfReplicaSpecs": {"Worker": replica_spec(2, "Never")}}
     pods = [pod(spec, "worker-0"), pod(spec, "worker-1", terminating=True)]
     plan = run(spec, pods, settle(spec, []))
-    assert plan.status["restartCount"] == 1
-    assert "worker-1 was disrupted (PodDeleted)" in condition(plan.status, "Restarting")["message"]
+    assert written(plan)["restartCount"] == 1
+    assert (
+        "worker-1 was disrupted (PodDeleted)" in condition(written(plan), "Restarting")["message"]
+    )
 
 
 def test_ps_job_restarts_a_failed_worker_alone() -> None:
@@ -273,9 +292,9 @@ def test_ps_job_restarts_a_failed_worker_alone() -> None:
     pods = [pod(PSS, k) for k in ("chief-0", "worker-0", "ps-0")]
     pods.append(pod(PSS, "worker-1", "Failed", exit_code=137))
     plan = run(PSS, pods, status)
-    assert plan.status["replicaGenerations"] == {"worker-1": 1}
+    assert written(plan)["replicaGenerations"] == {"worker-1": 1}
     assert deleted(plan) == ["mnist-worker-1"]
-    assert plan.status["replicaStatuses"]["Worker"]["restarts"] == 1
+    assert written(plan)["replicaStatuses"]["Worker"]["restarts"] == 1
     back = run(PSS, [pod(PSS, k) for k in ("chief-0", "worker-0", "ps-0")], plan.status)
     assert created(back) == ["mnist-worker-1"]
 
@@ -285,7 +304,7 @@ def test_ps_job_restarts_everything_when_a_ps_fails() -> None:
     pods = [pod(PSS, k) for k in ("chief-0", "worker-0", "worker-1")]
     pods.append(pod(PSS, "ps-0", "Failed", exit_code=137))
     plan = run(PSS, pods, status)
-    assert plan.status["replicaGenerations"] == {k: 1 for k in ALL_PSS}
+    assert written(plan)["replicaGenerations"] == {k: 1 for k in ALL_PSS}
     assert deleted(plan) == sorted(f"mnist-{k}" for k in ALL_PSS)
 
 
@@ -301,16 +320,16 @@ def test_backoff_limit_stops_restarts_and_cleans_up() -> None:
         ],
         status,
     )
-    assert first.status["restartCount"] == 1
+    assert written(first)["restartCount"] == 1
     pods = [
         pod(spec, "chief-0", generation=1),
         pod(spec, "worker-0", "Failed", exit_code=137, generation=1),
         pod(spec, "worker-1", generation=1),
     ]
     second = run(spec, pods, first.status)
-    assert second.status["state"] == "Failed"
-    assert condition(second.status, "Failed")["reason"] == "BackoffLimitExceeded"
-    assert second.status["restartCount"] == 1
+    assert written(second)["state"] == "Failed"
+    assert condition(written(second), "Failed")["reason"] == "BackoffLimitExceeded"
+    assert written(second)["restartCount"] == 1
     assert deleted(second) == ["mnist-chief-0", "mnist-worker-1"]
 
 
@@ -321,8 +340,8 @@ def test_in_place_restarts_count_against_backoff_limit() -> None:
     }
     pods = [pod(spec, "worker-0", restarts=2), pod(spec, "worker-1", restarts=1)]
     plan = run(spec, pods, settle(spec, []))
-    assert plan.status["state"] == "Failed"
-    assert condition(plan.status, "Failed")["reason"] == "BackoffLimitExceeded"
+    assert written(plan)["state"] == "Failed"
+    assert condition(written(plan), "Failed")["reason"] == "BackoffLimitExceeded"
 
 
 def test_active_deadline_fails_the_job_without_any_event() -> None:
@@ -331,15 +350,15 @@ def test_active_deadline_fails_the_job_without_any_event() -> None:
     early = run(spec, [pod(spec, k) for k in ALL_MWMS], status, now=NOW + timedelta(seconds=20))
     assert early.requeue_after == pytest.approx(40)
     late = run(spec, [pod(spec, k) for k in ALL_MWMS], status, now=NOW + timedelta(seconds=61))
-    assert late.status["state"] == "Failed"
-    assert condition(late.status, "Failed")["reason"] == "DeadlineExceeded"
+    assert written(late)["state"] == "Failed"
+    assert condition(written(late), "Failed")["reason"] == "DeadlineExceeded"
     assert deleted(late) == [f"mnist-{k}" for k in ALL_MWMS]
 
 
 def test_ttl_deletes_the_finished_job() -> None:
     spec = {**MWMS, "runPolicy": {"ttlSecondsAfterFinished": 30}}
     done = [pod(spec, "chief-0", "Succeeded", exit_code=0)]
-    finished = run(spec, done, settle(spec, [])).status
+    finished = written(run(spec, done, settle(spec, [])))
     assert finished["state"] == "Succeeded"
     waiting = run(spec, done, finished, now=NOW + timedelta(seconds=10))
     assert not waiting.delete_job
@@ -363,7 +382,7 @@ def test_clean_pod_policy(policy: str, expected: list[str]) -> None:
         pod(spec, "worker-1"),
     ]
     plan = run(spec, pods, settle(spec, []))
-    assert plan.status["state"] == "Succeeded"
+    assert written(plan)["state"] == "Succeeded"
     assert deleted(plan) == expected
     services_deleted = sorted(d.name for d in plan.delete_services)
     assert services_deleted == expected
@@ -377,18 +396,18 @@ def test_clean_pod_policy_applies_after_backoff_failure_too() -> None:
         pod(spec, "worker-1", "Failed", exit_code=137),
     ]
     plan = run(spec, pods, settle(spec, []))
-    assert condition(plan.status, "Failed")["reason"] == "BackoffLimitExceeded"
+    assert condition(written(plan), "Failed")["reason"] == "BackoffLimitExceeded"
     assert deleted(plan) == [f"mnist-{k}" for k in ALL_MWMS]
 
 
 def test_finished_job_stays_finished() -> None:
     done = [pod(MWMS, "chief-0", "Succeeded", exit_code=0)]
-    finished = run(MWMS, done, settle(MWMS, [])).status
+    finished = written(run(MWMS, done, settle(MWMS, [])))
     # The chief's pod is garbage-collected later, and a worker even fails: nothing changes.
     later = run(MWMS, [pod(MWMS, "worker-0", "Failed", exit_code=1)], finished)
-    assert later.status["state"] == "Succeeded"
-    assert later.status["conditions"] == finished["conditions"]
-    assert later.status["completionTime"] == finished["completionTime"]
+    assert written(later)["state"] == "Succeeded"
+    assert written(later)["conditions"] == finished["conditions"]
+    assert written(later)["completionTime"] == finished["completionTime"]
     assert later.create_pods == []
     assert later.events == []
 
@@ -405,15 +424,15 @@ def test_suspend_deletes_children_and_resume_recreates_them() -> None:
     running = settle(MWMS, [pod(MWMS, k) for k in ALL_MWMS])
     suspended_spec = {**MWMS, "runPolicy": {"suspend": True}}
     plan = run(suspended_spec, [pod(MWMS, k) for k in ALL_MWMS], running)
-    assert plan.status["state"] == "Suspended"
+    assert written(plan)["state"] == "Suspended"
     assert deleted(plan) == [f"mnist-{k}" for k in ALL_MWMS]
     assert len(plan.delete_services) == 3
     assert [e.reason for e in plan.events] == ["TFJobSuspended"]
     later = NOW + timedelta(minutes=5)
     resumed = decide(job_view(MWMS, plan.status), [], [], later)
     assert created(resumed) == [f"mnist-{k}" for k in ALL_MWMS]
-    assert condition(resumed.status, "Suspended")["status"] == "False"
-    assert resumed.status["startTime"] == "2026-11-22T12:05:00Z"
+    assert condition(written(resumed), "Suspended")["status"] == "False"
+    assert written(resumed)["startTime"] == "2026-11-22T12:05:00Z"
 
 
 def test_a_job_queued_in_kueue_says_so_while_suspended() -> None:
@@ -423,7 +442,7 @@ def test_a_job_queued_in_kueue_says_so_while_suspended() -> None:
     spec = {**MWMS, "runPolicy": {"suspend": True}}
     queued = JobView(kubeflow, "1", 1, False, spec, {}, "", "team")
     kueues = WorkloadObservation("tfjob-mnist-1a2b3", "w-uid", "1", 1, JOB.uid, None)
-    held = condition(decide(queued, [], [], NOW, None, [kueues]).status, "Suspended")
+    held = condition(written(decide(queued, [], [], NOW, None, [kueues])), "Suspended")
     assert held["reason"] == "TFJobSuspended"
     assert held["message"] == (
         "TFJob ml/mnist is suspended: queued in Kueue's LocalQueue team until it is admitted."
@@ -436,8 +455,8 @@ def test_changed_replica_count_recreates_pods_without_counting_a_restart() -> No
     plan = decide(job_view(grown, status), [pod(MWMS, k) for k in ALL_MWMS], services(MWMS), NOW)
     assert deleted(plan) == [f"mnist-{k}" for k in ALL_MWMS]
     assert plan.create_pods == [], "new pods wait for the old cluster to be gone"
-    assert plan.status["restartCount"] == 0
-    assert condition(plan.status, "Restarting")["reason"] == "ReplicasChanged"
+    assert written(plan)["restartCount"] == 0
+    assert condition(written(plan), "Restarting")["reason"] == "ReplicasChanged"
     assert "mnist-worker-2" in [s["metadata"]["name"] for s in plan.create_services]
     back = run(grown, [], plan.status)
     assert created(back) == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-worker-2"]
@@ -457,14 +476,14 @@ def test_evaluator_finishes_its_final_evaluation_before_success() -> None:
     status = settle(spec, [pod(spec, k) for k in keys])
     pods = [pod(spec, "chief-0", "Succeeded", exit_code=0)] + [pod(spec, k) for k in keys[1:]]
     plan = run(spec, pods, status)
-    assert plan.status["state"] == "Running"
-    assert condition(plan.status, "Running")["reason"] == "TrainingFinished"
+    assert written(plan)["state"] == "Running"
+    assert condition(written(plan), "Running")["reason"] == "TrainingFinished"
     assert deleted(plan) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
     done = [
         pod(spec, "chief-0", "Succeeded", exit_code=0),
         pod(spec, "evaluator-0", "Succeeded", exit_code=0),
     ]
-    assert run(spec, done, plan.status).status["state"] == "Succeeded"
+    assert written(run(spec, done, plan.status))["state"] == "Succeeded"
 
 
 def test_pods_of_an_earlier_job_with_the_same_name_block_creation() -> None:
@@ -492,7 +511,7 @@ def test_unschedulable_pod_is_reported_once() -> None:
         pod(MWMS, "worker-1", "Pending", status=unschedulable),
     ]
     plan = run(MWMS, pods, settle(MWMS, []))
-    running = condition(plan.status, "Running")
+    running = condition(written(plan), "Running")
     assert running["status"] == "False"
     assert running["reason"] == "Unschedulable"
     assert "Insufficient nvidia.com/gpu" in running["message"]
@@ -501,7 +520,7 @@ def test_unschedulable_pod_is_reported_once() -> None:
     # Another pod becomes unschedulable first in the report: the message moves, no new event.
     more = [pod(MWMS, "chief-0", "Pending", status=unschedulable), *pods[1:]]
     again = run(MWMS, more, plan.status)
-    assert "chief-0 is pending" in condition(again.status, "Running")["message"]
+    assert "chief-0 is pending" in condition(written(again), "Running")["message"]
     assert again.events == []
 
 
@@ -513,7 +532,7 @@ def test_deleting_job_is_left_to_the_garbage_collector() -> None:
 def test_invalid_spec_fails_with_the_reason() -> None:
     spec = {"tfReplicaSpecs": {"PS": replica_spec(1)}}
     plan = decide(job_view(spec), [], [], NOW)
-    failed = condition(plan.status, "Failed")
+    failed = condition(written(plan), "Failed")
     assert failed["reason"] == "InvalidSpec"
     assert "PS needs Worker" in failed["message"]
     assert plan.create_pods == []
@@ -543,7 +562,7 @@ def test_a_crash_looping_replica_is_not_running_and_says_why() -> None:
     looping = [*running[:2], pod(on_failure, "worker-1", status=crash_looping())]
     plan = run(on_failure, looping, status)
     assert plan.status is not None
-    reported = condition(plan.status, "Running")
+    reported = condition(written(plan), "Running")
     assert (reported["status"], reported["reason"]) == ("False", "CrashLoopBackOff")
     assert reported["message"] == (
         "worker-1 is waiting: CrashLoopBackOff: back-off 10s restarting failed container"
@@ -552,7 +571,7 @@ def test_a_crash_looping_replica_is_not_running_and_says_why() -> None:
     # Running again once it runs.
     again = run(on_failure, running, plan.status)
     assert again.status is not None
-    assert condition(again.status, "Running")["status"] == "True"
+    assert condition(written(again), "Running")["status"] == "True"
 
 
 def test_a_reason_that_goes_away_leaves_the_job_starting_not_stuck_on_it() -> None:
@@ -565,7 +584,7 @@ def test_a_reason_that_goes_away_leaves_the_job_starting_not_stuck_on_it() -> No
     creating = [pod(MWMS, "chief-0", "Pending"), *pods[1:]]
     plan = run(MWMS, creating, status)
     assert plan.status is not None
-    reported = condition(plan.status, "Running")
+    reported = condition(written(plan), "Running")
     assert (reported["status"], reported["reason"]) == ("False", "ReplicasStarting")
     assert plan.events == []
 
@@ -579,7 +598,7 @@ def test_a_refused_pod_is_the_running_condition_and_an_invalid_one_fails_after_g
     pods = [pod(MWMS, "chief-0"), pod(MWMS, "worker-0")]
     plan = run(MWMS, pods, refusals=[refusal(422)], invalid_grace_seconds=30)
     assert plan.status is not None
-    reported = condition(plan.status, "Running")
+    reported = condition(written(plan), "Running")
     assert (reported["status"], reported["reason"]) == ("False", "FailedCreatePod")
     assert reported["message"] == (
         "worker-1: the API server refused its pod (422 Invalid): spec.volumes: not found; the "
@@ -592,7 +611,7 @@ def test_a_refused_pod_is_the_running_condition_and_an_invalid_one_fails_after_g
     later = NOW + timedelta(seconds=30)
     failed = run(MWMS, pods, plan.status, refusals=[refusal(422)], now=later)
     assert failed.status is not None
-    outcome = condition(failed.status, "Failed")
+    outcome = condition(written(failed), "Failed")
     assert (outcome["status"], outcome["reason"]) == ("True", "FailedCreatePod")
     assert outcome["message"].endswith("it was still refused after 30s")
     assert created(failed) == []
@@ -603,13 +622,13 @@ def test_a_forbidden_pod_waits_and_a_changed_spec_makes_a_refusal_moot() -> None
     much_later = NOW + timedelta(hours=1)
     plan = run(MWMS, pods, refusals=[refusal(403, since=NOW)], now=much_later)
     assert plan.status is not None
-    assert condition(plan.status, "Running")["reason"] == "FailedCreatePod"
-    assert "Failed" not in {c["type"] for c in plan.status["conditions"]}
+    assert condition(written(plan), "Running")["reason"] == "FailedCreatePod"
+    assert "Failed" not in {c["type"] for c in written(plan)["conditions"]}
     # A refusal of an older generation of the spec is not the job's state any more.
     older = Refusal("pod", "worker-1", 422, "Invalid", "bad", 0, NOW, 1)
     moot = run(MWMS, pods, refusals=[older], now=much_later)
     assert moot.status is not None
-    assert "Failed" not in {c["type"] for c in moot.status["conditions"]}
+    assert "Failed" not in {c["type"] for c in written(moot)["conditions"]}
     assert created(moot) == ["mnist-worker-1"]
 
 
@@ -627,10 +646,10 @@ def test_a_gang_larger_than_the_job_waits_saying_why_until_lowered() -> None:
     assert plan.pod_group.create["spec"]["minMember"] == 10
     assert plan.pod_group.create["spec"]["queue"] == "default"  # Volcano's, as Kubeflow sets
     assert plan.status is not None
-    reported = condition(plan.status, "Running")
+    reported = condition(written(plan), "Running")
     assert (reported["status"], reported["reason"]) == ("False", "GangUnschedulable")
     assert "minAvailable is 10, more than the job's 1 replicas" in reported["message"]
-    assert "Failed" not in {c["type"] for c in plan.status["conditions"]}
+    assert "Failed" not in {c["type"] for c in written(plan)["conditions"]}
     assert [e.reason for e in plan.events] == ["GangUnschedulable"]
     # The pod waits for its gang: said once, and the job is not failed.
     pending = [pod(spec, "worker-0", "Pending")]

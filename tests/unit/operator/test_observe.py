@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tfjob_operator.observe import Failure, observe_pod
@@ -9,7 +11,7 @@ from tfjob_operator.observe import Failure, observe_pod
 pytestmark = pytest.mark.unit
 
 
-def body(phase: str, main: dict | None = None, **status: object) -> dict:
+def body(phase: str, main: dict[str, Any] | None = None, **status: object) -> dict[str, Any]:
     containers = [{"name": "sidecar", "state": {"running": {}}}]
     if main is not None:
         containers.append({"name": "tensorflow", **main})
@@ -99,7 +101,7 @@ def test_a_sidecar_or_init_container_that_cannot_start_is_named_in_the_waiting_m
     assert not observed.running
 
 
-def exited_one(finished: str = "2026-11-25T22:38:03Z") -> dict:
+def exited_one(finished: str = "2026-11-25T22:38:03Z") -> dict[str, Any]:
     return {"state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": finished}}}
 
 
@@ -115,7 +117,7 @@ def test_a_container_that_exited_under_restart_policy_never_has_failed_before_th
     assert observe_pod(reported).failure is None
 
 
-def taint_evicted(pod: dict, at: str) -> dict:
+def taint_evicted(pod: dict[str, Any], at: str) -> dict[str, Any]:
     pod["metadata"]["deletionTimestamp"] = at
     pod["status"]["conditions"] = [
         {

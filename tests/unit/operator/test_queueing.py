@@ -161,7 +161,7 @@ def test_kueues_gate_waits_with_kueues_reason_opens_with_placements_and_evicts()
 
     admitted = gate(workload(ADMITTED, flavor="a100"))
     assert admitted.open
-    worker = {"metadata": {}, "spec": {}}
+    worker: dict[str, Any] = {"metadata": {}, "spec": {}}
     admitted.dress(worker, list(spec.replicas())[-1])
     assert worker["spec"]["nodeSelector"] == {"pool": "a100"}
     assert worker["metadata"]["labels"] == {"kueue.x-k8s.io/podset": "worker"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from support.builders import JOB, replica_of, replica_spec
@@ -14,19 +15,25 @@ from tfjob_operator.tfconfig import tf_config
 pytestmark = pytest.mark.unit
 
 
-def env_of(pod: dict) -> dict[str, str]:
+def env_of(pod: dict[str, Any]) -> dict[str, Any]:
     container = next(c for c in pod["spec"]["containers"] if c["name"] == "tensorflow")
     return {e["name"]: e.get("value") for e in container.get("env", [])}
 
 
-def config_of(spec: dict, key: str, domain: str | None = None) -> dict | None:
+def pod_env(spec: dict[str, Any], key: str, domain: str | None = None) -> dict[str, Any]:
     parsed = parse_spec(JOB.name, spec)
-    value = env_of(render_pod(JOB, parsed, replica_of(key), 0, domain)).get("TF_CONFIG")
-    return json.loads(value) if value else None
+    return env_of(render_pod(JOB, parsed, replica_of(key), 0, domain))
+
+
+def config_of(spec: dict[str, Any], key: str, domain: str | None = None) -> dict[str, Any]:
+    value = pod_env(spec, key, domain).get("TF_CONFIG")
+    assert value, f"{key}'s pod has no TF_CONFIG"
+    config: dict[str, Any] = json.loads(value)
+    return config
 
 
 def test_single_replica_gets_no_tf_config() -> None:
-    assert config_of({"tfReplicaSpecs": {"Worker": replica_spec(1)}}, "worker-0") is None
+    assert "TF_CONFIG" not in pod_env({"tfReplicaSpecs": {"Worker": replica_spec(1)}}, "worker-0")
 
 
 def test_ps_and_worker_tf_config_matches_kubeflow() -> None:
@@ -140,7 +147,7 @@ def test_pod_and_service_identity_labels_and_owner() -> None:
         ({"Worker": replica_spec(2), "PS": replica_spec(1)}, "worker-0"),
     ],
 )
-def test_job_role_chief_marks_the_leader_only(specs: dict, leader: str) -> None:
+def test_job_role_chief_marks_the_leader_only(specs: dict[str, Any], leader: str) -> None:
     parsed = parse_spec(JOB.name, {"tfReplicaSpecs": specs})
     roles = {
         r.key: render_pod(JOB, parsed, r, 0)["metadata"]["labels"].get("tfjob.dev/job-role")
@@ -204,10 +211,8 @@ def test_template_is_not_mutated() -> None:
 def test_tf_config_task_index_per_replica() -> None:
     spec = {"tfReplicaSpecs": {"Worker": replica_spec(3)}}
     parsed = parse_spec(JOB.name, spec)
-    indexes = [
-        tf_config("mnist", "ml", parsed, r, None)["task"]["index"] for r in parsed.replicas()
-    ]
-    assert indexes == [0, 1, 2]
+    configs = [tf_config("mnist", "ml", parsed, r, None) for r in parsed.replicas()]
+    assert [c["task"]["index"] if c else None for c in configs] == [0, 1, 2]
 
 
 def test_identity_variables_come_first_and_the_template_may_override_them() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import yaml
 
@@ -11,18 +13,20 @@ from tfjob_operator.spec import parse_spec
 pytestmark = pytest.mark.unit
 
 
-def load(choices: Choices) -> dict:
-    document = yaml.safe_load(render(choices, "test"))
+def load(choices: Choices) -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(render(choices, "test"))
     parse_spec(document["metadata"]["name"], document["spec"])
     return document
 
 
-def replica_types(document: dict) -> dict[str, int]:
+def replica_types(document: dict[str, Any]) -> dict[str, int]:
     return {k: v["replicas"] for k, v in document["spec"]["tfReplicaSpecs"].items()}
 
 
-def container(document: dict, replica_type: str) -> dict:
-    return document["spec"]["tfReplicaSpecs"][replica_type]["template"]["spec"]["containers"][0]
+def container(document: dict[str, Any], replica_type: str) -> dict[str, Any]:
+    template = document["spec"]["tfReplicaSpecs"][replica_type]["template"]
+    first: dict[str, Any] = template["spec"]["containers"][0]
+    return first
 
 
 def test_mwms_has_workers_only() -> None:

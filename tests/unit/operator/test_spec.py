@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from support.builders import replica_spec, template
 
@@ -12,7 +14,7 @@ from tfjob_operator.spec import InvalidSpec, parse_spec
 pytestmark = pytest.mark.unit
 
 
-def errors_of(spec: dict, name: str = "mnist") -> str:
+def errors_of(spec: dict[str, Any], name: str = "mnist") -> str:
     with pytest.raises(InvalidSpec) as caught:
         parse_spec(name, spec)
     return "\n".join(caught.value.errors)
@@ -63,7 +65,7 @@ def test_defaults_match_the_crd() -> None:
         ({"tfReplicaSpecs": {"Worker": replica_spec(0)}}, "needs at least one Chief, Master"),
     ],
 )
-def test_invalid_specs_name_the_field(spec: dict, message: str) -> None:
+def test_invalid_specs_name_the_field(spec: dict[str, Any], message: str) -> None:
     assert message in errors_of(spec)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
+from aiohttp.test_utils import BaseTestServer, TestServer
 
 from tfjob_operator.connection import Connection, TokenSource
 from tfjob_operator.kube import ApiServerClient
@@ -79,7 +79,7 @@ class FakeApiServer:
         return page, version, "" if last else str(index + 1)
 
 
-def api_of(test_server: TestServer) -> ApiServerClient:
+def api_of(test_server: BaseTestServer) -> ApiServerClient:
     """A client of the fake API server, with the token it expects."""
     server = str(test_server.make_url("")).rstrip("/")
     return ApiServerClient(

@@ -11,7 +11,7 @@ from support.checkout import ROOT
 from release.bases import config_flags, official_base
 from release.changelog import ChangelogError, notes
 from release.chart import ChartError, pin_image
-from release.plan import PlanError, make_plan
+from release.plan import Plan, PlanError, make_plan
 from tfjob_localcluster.baseimage import IMPORT_CHANGES
 from tfjob_localcluster.platforms import platform_args
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.unit
 DIGEST = "sha256:" + "ab" * 32
 
 
-def plan_of(**changes: str) -> object:
+def plan_of(**changes: str) -> Plan:
     arguments = {
         "version": "",
         "repository_version": "1.2.3",

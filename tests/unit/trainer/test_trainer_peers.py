@@ -57,9 +57,9 @@ def test_peers_are_the_other_training_tasks() -> None:
 def test_probe_says_why_a_peer_cannot_be_reached(listening: str, refusing: str) -> None:
     assert probe(listening) is None
     assert probe(refusing) == "Connection refused"
-    assert probe("name-that-does-not-resolve.invalid:2222", timeout=1).startswith(
-        "name does not resolve"
-    )
+    unresolved = probe("name-that-does-not-resolve.invalid:2222", timeout=1)
+    assert unresolved is not None
+    assert unresolved.startswith("name does not resolve")
 
 
 def test_report_names_each_peer_its_address_and_the_problem() -> None:

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from support.waiting import wait_until
-
 from tfjob_localcluster.controlplane import free_ports
 from tfjob_trainer.results import parse_results
 
