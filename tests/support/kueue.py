@@ -17,7 +17,7 @@ import pytest
 
 from harness.operator_process import OperatorProcess
 from support.builders import shell_replica, tfjob
-from support.tfjobs import TFJobs, condition
+from support.tfjobs import TFJobs, find_condition
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.kueue import Kueue
 
@@ -173,7 +173,7 @@ def suspended(job: Obj) -> bool:
 
 
 def suspended_message(job: Obj) -> str:
-    held = condition(job, "Suspended")
+    held = find_condition(job, "Suspended")
     return str(held["message"]) if held and held["status"] == "True" else ""
 
 
