@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+from support.interrupt import interrupt_on_sigterm
 
 pytest_plugins = [
     "support.cluster",
@@ -20,6 +21,10 @@ FOLDER_TIERS = {
     "integration": {"integration"},
     "e2e": {"e2e", "kind"},
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    interrupt_on_sigterm()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
