@@ -22,6 +22,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from support.checkout import ROOT
+from support.waiting import wait_until
 from tfjob_localcluster import packages
 
 ARTIFACTS = ROOT / "test-artifacts"
@@ -67,22 +68,57 @@ def screenshot(driver: WebDriver, name: str) -> Path:
 def poll_page(
     driver: WebDriver, url: str, look: Callable[[WebDriver], T | None], timeout: float, what: str
 ) -> T:
-    """Loads `url` again until `look` finds what it looks for (not None); raises saying
-    `what` was not seen, with the page's text, after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    seen = ""
-    while True:
+    """Looks at `url` until `look` finds what it looks for (not None), loading the page
+    again every RELOAD_SECONDS; fails saying `what` was not seen, with the page's text,
+    after `timeout` seconds."""
+    page = _Page(driver, url)
+
+    def looked() -> T | None:
+        page.load_when_stale()
+        if not page.loaded:
+            return None
         try:
-            driver.get(url)
-            inner = time.monotonic() + 10
-            while time.monotonic() < inner:
-                found = look(driver)
-                if found is not None:
-                    return found
-                time.sleep(0.5)
-            seen = driver.find_element("tag name", "body").text[-500:]
+            return look(driver)
+        except WebDriverException as error:  # the page changed under the look: load it again
+            page.failed(f"(the page could not be read: {error.msg})")
+            return None
+
+    return wait_until(
+        looked, timeout, lambda _: f"{what} at {url}; the page: {page.text()}", interval=0.5
+    )
+
+
+#: A page that shows data as it arrives (TensorBoard's) is loaded again this often.
+RELOAD_SECONDS = 10
+
+
+class _Page:
+    def __init__(self, driver: WebDriver, url: str) -> None:
+        self.driver = driver
+        self.url = url
+        self.loaded_at = -float(RELOAD_SECONDS)
+        self.loaded = False
+        self.error = ""
+
+    def load_when_stale(self) -> None:
+        if time.monotonic() - self.loaded_at < RELOAD_SECONDS:
+            return
+        self.loaded_at = time.monotonic()
+        try:
+            self.driver.get(self.url)
+            self.loaded, self.error = True, ""
         except WebDriverException as error:
-            seen = f"(the page did not load: {error.msg})"
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not seen at {url} in {timeout:g} s; the page: {seen}")
-        time.sleep(1)
+            self.failed(f"(the page did not load: {error.msg})")
+
+    def failed(self, error: str) -> None:
+        """Loaded again at the next look, a second on."""
+        self.loaded, self.error = False, error
+        self.loaded_at = time.monotonic() - RELOAD_SECONDS + 1
+
+    def text(self) -> str:
+        if not self.loaded:
+            return self.error
+        try:
+            return str(self.driver.find_element("tag name", "body").text[-500:])
+        except WebDriverException as error:
+            return f"(the page's text could not be read: {error.msg})"
