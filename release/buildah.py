@@ -77,6 +77,10 @@ class Buildah:
 
     def __call__(self, *args: str, timeout: float = 3600) -> str:
         """Runs `buildah args...`; its output, or BuildahError with its last lines."""
+        return self.run(*args, timeout=timeout).stdout
+
+    def run(self, *args: str, timeout: float = 3600) -> subprocess.CompletedProcess[str]:
+        """Runs `buildah args...`; what it printed, or BuildahError with its last lines."""
         packages.ensure(["buildah"], say=self.say)
         done = subprocess.run(
             self.argv(*args),
@@ -87,9 +91,8 @@ class Buildah:
             check=False,
         )
         if done.returncode != 0:
-            output = (done.stdout + done.stderr)[-4000:]
-            raise BuildahError(f"buildah {' '.join(args[:2])} ... failed:\n{output}")
-        return done.stdout
+            raise BuildahError(f"buildah {' '.join(args[:2])} ... failed:\n{last_lines(done)}")
+        return done
 
     def inspect(self, reference: str) -> dict[str, Any]:
         """An image's description (buildah's JSON: `OCIv1` is its OCI configuration)."""
@@ -152,11 +155,30 @@ class Buildah:
         for image in images:
             self("manifest", "add", index, image)
         digest_file = cache_root() / "tmp" / f"digest-{os.getpid()}"
-        self(
-            "manifest", "push", "--all", f"--tls-verify={'false' if plain_http else 'true'}",
-            f"--digestfile={digest_file}", index, f"docker://{destination}",
-        )  # fmt: skip
         try:
-            return digest_file.read_text().strip()
+            done = self.run(
+                "manifest", "push", "--all", f"--tls-verify={'false' if plain_http else 'true'}",
+                f"--digestfile={digest_file}", index, f"docker://{destination}",
+            )  # fmt: skip
+            written = digest_file.read_text() if digest_file.exists() else ""
         finally:
             digest_file.unlink(missing_ok=True)
+        return pushed_digest(written, destination, last_lines(done))
+
+
+def pushed_digest(written: str, destination: str, output: str) -> str:
+    """The digest `manifest push --digestfile` wrote. buildah 1.28 (Debian 12's) exits 0
+    from a push it could not finish (a registry that refuses the connection) and writes
+    an empty digest file: that is a failed push, said here, not a release without digest."""
+    digest = written.strip()
+    if not digest.startswith("sha256:"):
+        raise BuildahError(
+            f"buildah manifest push to {destination} wrote no digest: the push did not "
+            f"finish, though buildah exited 0. Its output:\n{output}"
+        )
+    return digest
+
+
+def last_lines(done: subprocess.CompletedProcess[str]) -> str:
+    """The end of what a buildah call printed (its progress goes to stderr)."""
+    return (done.stdout + done.stderr)[-4000:]

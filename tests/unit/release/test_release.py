@@ -9,6 +9,7 @@ import yaml
 from support.checkout import ROOT
 
 from release.bases import config_flags, official_base
+from release.buildah import BuildahError, pushed_digest
 from release.changelog import ChangelogError, notes
 from release.chart import ChartError, pin_image
 from release.plan import Plan, PlanError, make_plan
@@ -159,3 +160,12 @@ def test_an_image_for_another_architecture_is_built_from_this_machines_platform(
     assert args["TARGETPLATFORM"] == "linux/arm64"
     assert args["TARGETARCH"] == "arm64"
     assert args["BUILDPLATFORM"] in ("linux/amd64", "linux/arm64")
+
+
+def test_a_push_that_wrote_no_digest_failed_whatever_buildah_exited() -> None:
+    digest = "sha256:" + "a" * 64
+    assert pushed_digest(f"{digest}\n", "127.0.0.1:5000/tfjob-operator:1.2.3", "") == digest
+    with pytest.raises(BuildahError, match="wrote no digest: the push did not finish") as caught:
+        pushed_digest("", "127.0.0.1:1/tfjob-operator:1.2.3", "Copying blob sha256:5094")
+    assert "127.0.0.1:1/tfjob-operator:1.2.3" in str(caught.value)
+    assert "Copying blob sha256:5094" in str(caught.value)
