@@ -109,6 +109,18 @@ class Buildah:
         )
         return done.returncode == 0
 
+    def list_exists(self, reference: str) -> bool:
+        """Whether a manifest list of this name is in the storage, whatever it holds (an
+        empty one, which `exists` cannot resolve to an image, still takes the name)."""
+        done = subprocess.run(
+            self.argv("manifest", "exists", reference),
+            capture_output=True,
+            env=self.environment(),
+            timeout=120,
+            check=False,
+        )
+        return done.returncode == 0
+
     def build(
         self,
         *,
@@ -149,7 +161,7 @@ class Buildah:
     ) -> str:
         """Pushes `images` (one per platform) and an index of them to `destination`;
         returns the index's digest."""
-        if self.exists(index):
+        if self.list_exists(index):  # a release's, or one an interrupted release left
             self("manifest", "rm", index)
         self("manifest", "create", index)
         for image in images:
