@@ -404,13 +404,15 @@ def test_upgrade_from_the_previous_release_keeps_running_jobs(
     assert_runs_pinned(target, f"{old['reference']}@{old['digest']}")
     with PodCreations(target.api, namespace, "train") as creations:
         jobs.create(trainer_job("train", release.image("trainer")["reference"], epochs=30))
-        jobs.create(tfjob("short", {"Worker": shell_replica("sleep 45")}))
         jobs.wait_for(
             "train",
             lambda j: (find_condition(j, "Running") or {}).get("status") == "True",
             "Running",
             300,
         )
+        # Made once the trainer runs (its first pull can take longer than this job's 45 s),
+        # so that it still runs when the upgrade comes.
+        jobs.create(tfjob("short", {"Worker": shell_replica("sleep 45")}))
         jobs.wait_for(
             "short",
             lambda j: (find_condition(j, "Running") or {}).get("status") == "True",
