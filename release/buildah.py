@@ -100,24 +100,18 @@ class Buildah:
         return described
 
     def exists(self, reference: str) -> bool:
-        done = subprocess.run(
-            self.argv("inspect", "--type", "image", "--format", "{{.FromImageID}}", reference),
-            capture_output=True,
-            env=self.environment(),
-            timeout=120,
-            check=False,
-        )
-        return done.returncode == 0
+        query = ("inspect", "--type", "image", "--format", "{{.FromImageID}}", reference)
+        return self.succeeds(*query)
 
     def list_exists(self, reference: str) -> bool:
         """Whether a manifest list of this name is in the storage, whatever it holds (an
         empty one, which `exists` cannot resolve to an image, still takes the name)."""
+        return self.succeeds("manifest", "exists", reference)
+
+    def succeeds(self, *args: str) -> bool:
+        """Whether `buildah args...` exits 0 (a question, not a step that must work)."""
         done = subprocess.run(
-            self.argv("manifest", "exists", reference),
-            capture_output=True,
-            env=self.environment(),
-            timeout=120,
-            check=False,
+            self.argv(*args), capture_output=True, env=self.environment(), timeout=120, check=False
         )
         return done.returncode == 0
 
