@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 from support.cluster import Kubectl
-from support.pods import Pods, condition, container, container_status, find_condition, pod_manifest
+from support.pods import Pods, container, container_status, pod_manifest
+from support.tfjobs import condition, find_condition
 from support.waiting import wait_until
 
 from tfjob_localcluster.cluster import LocalCluster

@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from support.tfjobs import find_condition
 from support.waiting import wait_until
 from tfjob_localcluster.images import BUSYBOX
 
@@ -89,18 +90,6 @@ def headless_service(name: str, selector: dict[str, str], port: int = 2222) -> O
             "ports": [{"name": "grpc", "port": port, "targetPort": port}],
         },
     }
-
-
-def find_condition(obj: Obj, kind: str) -> Obj | None:
-    """The pod's (or node's) condition of this type, if it has one."""
-    return next((c for c in obj["status"].get("conditions") or [] if c["type"] == kind), None)
-
-
-def condition(obj: Obj, kind: str) -> Obj:
-    """The pod's (or node's) condition of this type; the test fails without one."""
-    found = find_condition(obj, kind)
-    assert found is not None, f"no {kind} condition in {obj['status'].get('conditions')}"
-    return found
 
 
 def container_status(pod: Obj, name: str = "main") -> Obj:

@@ -194,7 +194,7 @@ def claims_of(job: Mapping[str, Any]) -> list[str]:
 
 
 def find_condition(job: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
-    """The job's condition of this type, if it has one."""
+    """The object's (a TFJob's, pod's or node's) condition of this type, if it has one."""
     for entry in (job.get("status") or {}).get("conditions") or []:
         if entry.get("type") == kind:
             return dict(entry)
@@ -202,12 +202,10 @@ def find_condition(job: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
 
 
 def condition(job: Mapping[str, Any], kind: str) -> dict[str, Any]:
-    """The job's condition of this type; the test fails, naming those it has, without one."""
+    """The object's condition of this type; the test fails, naming those it has, without one."""
     found = find_condition(job, kind)
     conditions = (job.get("status") or {}).get("conditions") or []
-    assert found is not None, (
-        f"no {kind} condition; the job has {[c.get('type') for c in conditions]}"
-    )
+    assert found is not None, f"no {kind} condition; it has {[c.get('type') for c in conditions]}"
     return found
 
 
