@@ -100,7 +100,7 @@ e2e: env binaries images ## End-to-end tests (real TensorFlow in containers)
 	$(PYTEST) -m e2e $(PYTEST_ARGS)
 
 crd: env ## Regenerate the TFJob CRD (chart crds/ and its manifests/ copy)
-	$(BIN)/python hack/gen_crd.py
+	$(BIN)/python -m hack.gen_crd
 
 manifests: env binaries ## Regenerate the kustomize install from the Helm chart
 	$(BIN)/python -m hack.gen_manifests
@@ -109,7 +109,7 @@ examples: env ## Regenerate examples/ with `tfjob-operator new`
 	$(BIN)/python -m hack.gen_examples
 
 generated-check: env binaries ## Fail if a generated file (CRD, manifests, examples) is out of date
-	$(BIN)/python hack/gen_crd.py --check
+	$(BIN)/python -m hack.gen_crd --check
 	$(BIN)/python -m hack.gen_manifests --check
 	$(BIN)/python -m hack.gen_examples --check
 
