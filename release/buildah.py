@@ -27,6 +27,7 @@ from typing import Any
 
 from tfjob_localcluster import packages, private_run
 from tfjob_localcluster.binaries import cache_root
+from tfjob_localcluster.procs import failure_excerpt
 
 RUNROOT = "/run/containers/storage"
 #: Left unwritable, so that buildah keeps its blob cache in memory (see the docstring).
@@ -91,7 +92,8 @@ class Buildah:
             check=False,
         )
         if done.returncode != 0:
-            raise BuildahError(f"buildah {' '.join(args[:2])} ... failed:\n{last_lines(done)}")
+            printed = failure_excerpt(done.stdout + done.stderr)
+            raise BuildahError(f"buildah {' '.join(args[:2])} ... failed:\n{printed}")
         return done
 
     def inspect(self, reference: str) -> dict[str, Any]:
@@ -169,7 +171,7 @@ class Buildah:
             written = digest_file.read_text() if digest_file.exists() else ""
         finally:
             digest_file.unlink(missing_ok=True)
-        return pushed_digest(written, destination, last_lines(done))
+        return pushed_digest(written, destination, failure_excerpt(done.stdout + done.stderr))
 
 
 def pushed_digest(written: str, destination: str, output: str) -> str:
@@ -183,8 +185,3 @@ def pushed_digest(written: str, destination: str, output: str) -> str:
             f"finish, though buildah exited 0. Its output:\n{output}"
         )
     return digest
-
-
-def last_lines(done: subprocess.CompletedProcess[str]) -> str:
-    """The end of what a buildah call printed (its progress goes to stderr)."""
-    return (done.stdout + done.stderr)[-4000:]

@@ -20,6 +20,7 @@ from release.buildah import Buildah, BuildahError
 from release.plan import Image, Plan
 from tfjob_localcluster import emulation, packages
 from tfjob_localcluster.platforms import host_architecture, platform_args
+from tfjob_localcluster.procs import failure_excerpt
 from tfjob_operator import published
 
 CHECK_TIMEOUT = 600
@@ -146,7 +147,7 @@ class ImageBuilder:
         if done.returncode != 0 or shown is None:
             raise BuildahError(
                 f"{image.name} for linux/{architecture} does not run: expected {expected!r}, "
-                f"got exit {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}"
+                f"got exit {done.returncode}:\n{failure_excerpt(done.stdout + done.stderr)}"
             )
         if image.repository == "tfjob-trainer" and not shown.endswith(MACHINES[architecture]):
             raise BuildahError(f"{image.name} for linux/{architecture} ran as {shown!r}")

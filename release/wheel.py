@@ -12,6 +12,8 @@ import hashlib
 import subprocess
 from pathlib import Path
 
+from tfjob_localcluster.procs import failure_excerpt
+
 PACKAGE_DIR = "operator"
 
 
@@ -29,7 +31,7 @@ def build(source: Path, out: Path, uv: str, version: str) -> Path:
         check=False,
     )
     if done.returncode != 0:
-        raise WheelError(f"uv build failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+        raise WheelError(f"uv build failed:\n{failure_excerpt(done.stdout + done.stderr)}")
     wheel = out / f"tfjob_operator-{version}-py3-none-any.whl"
     if not wheel.is_file():
         built = ", ".join(sorted(p.name for p in out.glob("*.whl"))) or "none"

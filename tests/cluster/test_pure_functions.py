@@ -359,6 +359,27 @@ def test_children_named_finds_a_child_by_its_command_name_until_it_exits() -> No
     assert procs.children_named(os.getpid(), "sleep") == []
 
 
+def test_a_failed_tools_output_is_shown_by_its_end() -> None:
+    assert procs.failure_excerpt("short\n") == "short\n"
+    progress = "".join(f"Copying blob {n}\n" for n in range(1000))
+    assert procs.failure_excerpt(progress, limit=100) == progress[-100:]
+
+
+def test_a_go_crash_is_shown_from_its_reason_and_failing_goroutine() -> None:
+    reason = "panic: runtime error: invalid memory address or nil pointer dereference\n"
+    failing = "goroutine 1 [running]:\nmain.newTarFilterer(...)\n"
+    others = "".join(f"goroutine {n} [select]:\nruntime.gopark(...)\n" for n in range(2, 500))
+    output = "STEP 3/9: RUN pip install\n" + reason + failing + others + "exit status 2\n"
+    shown = procs.failure_excerpt(output, limit=400)
+    assert shown.startswith(reason + failing)
+    assert shown.endswith("runtime.gopark(...)\nexit status 2\n")
+    skipped = len(output) - output.index(reason) - 400
+    assert f"\n[... {skipped} characters ...]\n" in shown
+    # A crash that the end shows anyway is shown as the end.
+    late = "x" * 1000 + reason + failing
+    assert procs.failure_excerpt(late, limit=400) == late[-400:]
+
+
 def test_a_kind_runs_host_comparison_leaves_out_what_local_clusters_hold() -> None:
     state = hoststate.HostState(
         links=("eth0", "tfj1-n0", "br-kind"),

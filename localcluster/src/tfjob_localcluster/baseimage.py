@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tfjob_localcluster import emulation, packages, private_run
 from tfjob_localcluster.platforms import host_architecture
+from tfjob_localcluster.procs import failure_excerpt
 
 SUITE = "bookworm"
 PACKAGES = ("python3", "python3-venv", "ca-certificates")
@@ -120,4 +121,4 @@ def run(*argv: str, env: dict[str, str] | None = None) -> None:
         check=False,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"{argv[0]} failed:\n{(done.stdout + done.stderr)[-3000:]}")
+        raise RuntimeError(f"{argv[0]} failed:\n{failure_excerpt(done.stdout + done.stderr)}")

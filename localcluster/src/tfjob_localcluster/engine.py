@@ -38,7 +38,7 @@ from types import TracebackType
 from tfjob_localcluster import capabilities, packages, private_run
 from tfjob_localcluster.binaries import cache_root
 from tfjob_localcluster.checkout import RUNTIME_WRAPPER
-from tfjob_localcluster.procs import ManagedProcess
+from tfjob_localcluster.procs import ManagedProcess, failure_excerpt
 
 START_TIMEOUT = 60.0
 RUNTIME_NAME = "runc-without-sys-resource"
@@ -148,7 +148,9 @@ class DockerEngine:
         )
         if check and done.returncode != 0:
             output = (done.stdout + done.stderr).decode(errors="replace")
-            raise RuntimeError(f"docker {' '.join(args[:3])} ... failed:\n{output[-4000:]}")
+            raise RuntimeError(
+                f"docker {' '.join(args[:3])} ... failed:\n{failure_excerpt(output)}"
+            )
         return done.stdout.decode(errors="replace")
 
     def _start_private(self) -> None:

@@ -13,6 +13,8 @@ import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from tfjob_localcluster.procs import failure_excerpt
+
 # What is needed -> (a command on PATH, or an absolute path, that shows it is installed;
 # the Debian package providing it).
 NEEDS: dict[str, tuple[str, str]] = {
@@ -80,5 +82,7 @@ def ensure(names: Iterable[str], say: Callable[[str], None] = print) -> list[str
         _apt("update")
         done = _apt(*install)
     if done.returncode != 0:
-        raise PackageError(f"apt-get install {' '.join(wanted)} failed:\n{done.stderr[-3000:]}")
+        raise PackageError(
+            f"apt-get install {' '.join(wanted)} failed:\n{failure_excerpt(done.stderr)}"
+        )
     return wanted

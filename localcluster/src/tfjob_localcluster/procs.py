@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import time
@@ -140,6 +141,25 @@ def tail(path: Path, lines: int = 40) -> str:
     except FileNotFoundError:
         return f"(no log at {path})"
     return "\n".join(text.splitlines()[-lines:])
+
+
+#: How a Go program (buildah, docker, helm, kubectl) begins the report of a crash.
+_GO_CRASH = re.compile(r"^(panic: |fatal error: )", re.MULTILINE)
+
+
+def failure_excerpt(output: str, limit: int = 4000) -> str:
+    """What an error shows of a failed tool's output: its last `limit` characters, or, when
+    a Go program crashed before them, the start of its crash report (the reason and the
+    failing goroutine's frames, which the end of a long stack trace cuts off) and the end."""
+    if len(output) <= limit:
+        return output
+    crash = _GO_CRASH.search(output)
+    if crash is None or crash.start() >= len(output) - limit:
+        return output[-limit:]
+    half = limit // 2
+    start = crash.start()
+    skipped = len(output) - start - 2 * half
+    return f"{output[start : start + half]}\n[... {skipped} characters ...]\n{output[-half:]}"
 
 
 class ManagedProcess:
