@@ -22,13 +22,20 @@ FOLDER_TIERS = {
     "e2e": {"e2e", "kind"},
 }
 
+#: The order the folders run in: the pyramid from its base, so that a failure that needs no
+#: cluster shows within a minute, and the TensorFlow processes of tests/trainer do not share
+#: the two cores with a session cluster idling until the end. Each module stays whole (its
+#: module-scoped fixtures are set up once); pytest's own order holds within a folder.
+FOLDER_ORDER = ("unit", "tools", "trainer", "cluster", "e2e", "integration")
+
 
 def pytest_configure(config: pytest.Config) -> None:
     interrupt_on_sigterm()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Refuses a test without exactly one tier, or in a folder of another tier."""
+    """Refuses a test without exactly one tier, or in a folder of another tier; orders the
+    folders as FOLDER_ORDER says."""
     wrong = []
     for item in items:
         tiers = {mark.name for mark in item.iter_markers()} & TIERS
@@ -38,3 +45,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             wrong.append(f"{item.nodeid}: {sorted(tiers) or 'no tier'} in tests/{folder}")
     if wrong:
         raise pytest.UsageError("tests whose tier marker is missing or wrong:\n" + "\n".join(wrong))
+    items.sort(key=lambda item: FOLDER_ORDER.index(item.path.relative_to(TESTS).parts[0]))
