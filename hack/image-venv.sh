@@ -3,7 +3,7 @@
 # that the big one is a layer of its own, rebuilt only when the lock changes:
 #   hack/image-venv.sh dependencies PACKAGE [TARGETARCH] [EXTRA]
 #       /opt/venv: PACKAGE's locked dependencies (uv.lock, with their hashes); EXTRA is an
-#       optional dependency group of PACKAGE (the trainer's gpu)
+#       optional dependency group of PACKAGE (the operator's controller, the trainer's cpu or gpu)
 #   hack/image-venv.sh package DIR [TARGETARCH]
 #       /opt/app: the package in DIR itself, with its commands in /opt/app/bin
 # The stage runs on the build machine's platform: for another architecture (TARGETARCH

@@ -3,8 +3,8 @@ as one index.
 
 The check runs the image's own program on its own architecture: natively, or under
 emulation for another (tfjob_localcluster.emulation): the operator prints its version,
-the trainer imports TensorFlow and prints it with the machine it runs on. An image that
-was built but cannot start is never pushed.
+the trainer imports TensorFlow and tf-keras and prints TensorFlow's version with the
+machine it runs on. An image that was built but cannot start is never pushed.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ CHECKS: dict[str, tuple[tuple[str, ...], str]] = {
         (
             "python",
             "-c",
-            "import platform, tensorflow as tf; print('tensorflow', tf.__version__, "
+            "import platform, tensorflow as tf, tf_keras; print('tensorflow', tf.__version__, "
             "platform.machine())",
         ),
         "tensorflow ",
