@@ -1,7 +1,9 @@
 """The control-plane benchmark runs end to end at N=5 and its results hold together.
 
 This keeps the harness working; it asserts no timing (figures come from `make bench`).
-The harness starts its own control planes and kwok, so this test needs no session cluster.
+The harness starts its own control planes and kwok, so this test needs no session cluster;
+the run starts in the background before the test, which waits for it
+(support/early_runs.py).
 """
 
 from __future__ import annotations
@@ -14,43 +16,42 @@ from pathlib import Path
 
 import pytest
 from support.checkout import ROOT
+from support.early_runs import EarlyRun, Finished
 
 pytestmark = pytest.mark.integration
 
 JOBS = 5
 REPLICAS = 7  # the default shape: chief=1, worker=4, ps=2
+SMOKE = EarlyRun(
+    "bench-smoke",
+    lambda work_dir: [
+        sys.executable,
+        "-m",
+        "bench",
+        "--n",
+        str(JOBS),
+        "--nodes",
+        "2",
+        "--output-dir",
+        str(work_dir / "results"),
+        "--name",
+        "smoke",
+        "--work-dir",
+        str(work_dir / "state"),
+        "--timeout",
+        "300",
+    ],
+    timeout=840,
+)
 
 
 @pytest.mark.timeout(900)
-def test_bench_smoke_run_at_n5(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "--n",
-            str(JOBS),
-            "--nodes",
-            "2",
-            "--output-dir",
-            str(tmp_path / "results"),
-            "--name",
-            "smoke",
-            "--work-dir",
-            str(tmp_path / "state"),
-            "--timeout",
-            "300",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=840,
-        check=False,
-    )
-    assert done.returncode == 0, f"bench failed:\n{done.stderr[-4000:]}"
-    assert not (tmp_path / "state").exists(), "the cluster state dir was not cleaned up"
+@pytest.mark.early_run(SMOKE)
+def test_bench_smoke_run_at_n5(early_run: Finished) -> None:
+    assert early_run.returncode == 0, f"bench failed:\n{early_run.stderr[-4000:]}"
+    assert not (early_run.work_dir / "state").exists(), "the cluster state dir was not cleaned up"
 
-    doc = json.loads((tmp_path / "results" / "smoke.json").read_text())
+    doc = json.loads((early_run.work_dir / "results" / "smoke.json").read_text())
     assert doc["complete"] is True
     assert doc["error"] is None
     assert doc["settings"]["replicas"] == {"Chief": 1, "Worker": 4, "PS": 2}
@@ -136,9 +137,9 @@ def test_bench_smoke_run_at_n5(tmp_path: Path) -> None:
     assert standby["requests"] > 0
     assert standby["peak_rss_mib"] >= standby["rss_at_ready_mib"] > 0
 
-    png = (tmp_path / "results" / "smoke.png").read_bytes()
+    png = (early_run.work_dir / "results" / "smoke.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
-    assert f"| {JOBS} | {2 * children} |" in done.stdout
+    assert f"| {JOBS} | {2 * children} |" in early_run.stdout
 
 
 def test_the_plots_font_lookup_writes_nothing_under_var_cache(tmp_path: Path) -> None:

@@ -3,49 +3,48 @@ the jobs whose pods a lost node took restart them and say why; a standby takes o
 each leader that goes, and no deposed leader writes.
 
 The harness starts its own local cluster (its faults restart that cluster's API server and
-etcd), so this test needs no session cluster. `make chaos` is the full run.
+etcd), so this test needs no session cluster; the run starts in the background before the
+test, which waits for it (support/early_runs.py). `make chaos` is the full run.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from support.checkout import ROOT
+from support.early_runs import EarlyRun, Finished
 
 pytestmark = pytest.mark.integration
 
 JOBS = 6
+CHAOS = EarlyRun(
+    "chaos",
+    lambda work_dir: [
+        sys.executable,
+        "-m",
+        "chaos",
+        f"--jobs={JOBS}",
+        "--faults-per-kind=1",
+        "--submit-within=20",
+        # Shorter quiet gaps than a full run's: one fault still ends before the next.
+        "--gap",
+        "2",
+        "6",
+        "--settle=180",
+        f"--output={work_dir / 'chaos.json'}",
+    ],
+    timeout=840,
+)
 
 
 @pytest.mark.timeout(900)
-def test_a_short_chaos_run_loses_nothing(tmp_path: Path) -> None:
-    output = tmp_path / "chaos.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "chaos",
-            f"--jobs={JOBS}",
-            "--faults-per-kind=1",
-            "--submit-within=20",
-            # Shorter quiet gaps than a full run's: one fault still ends before the next.
-            "--gap",
-            "2",
-            "6",
-            "--settle=180",
-            f"--output={output}",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=840,
-        check=False,
+@pytest.mark.early_run(CHAOS)
+def test_a_short_chaos_run_loses_nothing(early_run: Finished) -> None:
+    output = early_run.work_dir / "chaos.json"
+    report = (
+        f"stdout:\n{early_run.stdout}\nstderr (last 3000 characters):\n{early_run.stderr[-3000:]}"
     )
-    report = f"stdout:\n{done.stdout}\nstderr (last 3000 characters):\n{done.stderr[-3000:]}"
     assert output.exists(), report
     result = json.loads(output.read_text())
     assert result["fault_counts"] == {
@@ -86,4 +85,4 @@ def test_a_short_chaos_run_loses_nothing(tmp_path: Path) -> None:
     assert all(t["lease_taken"] <= 25 for t in takeovers), report
     assert result["deposed_writes"] == [], report
     assert result["ok"] is True, report
-    assert done.returncode == 0, report
+    assert early_run.returncode == 0, report
