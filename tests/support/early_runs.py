@@ -60,7 +60,10 @@ class Started:
         self._stderr = work_dir / "stderr"
         with self._stdout.open("wb") as out, self._stderr.open("wb") as err:
             self.process = subprocess.Popen(
-                run.command(work_dir),
+                # A shell starts a background job (`make test &`, a CI runner's step) with
+                # SIGINT ignored, which its children inherit: the run gets the default back,
+                # so that SIGINT stops it as Ctrl-C would.
+                ["env", "--default-signal=INT", *run.command(work_dir)],
                 cwd=ROOT,
                 stdin=subprocess.DEVNULL,
                 stdout=out,

@@ -3,8 +3,10 @@ outlives its timeout, or the session, is interrupted as Ctrl-C would, then kille
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +39,17 @@ signal.signal(signal.SIGINT, signal.SIG_IGN)
 (Path(sys.argv[1]) / "ready").write_text("")
 time.sleep(60)
 """
+
+
+@pytest.fixture
+def sigint_ignored() -> Iterator[None]:
+    """This process ignores SIGINT, as a shell's background job does (`make test &`): its
+    children inherit that."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def sleeper(name: str, seconds: float, timeout: float = 60) -> EarlyRun:
@@ -74,6 +87,7 @@ def test_a_run_nothing_started_starts_when_its_test_asks(tmp_path: Path) -> None
     assert finished.returncode == 0
 
 
+@pytest.mark.usefixtures("sigint_ignored")
 def test_a_run_past_its_timeout_is_interrupted_and_its_test_fails(tmp_path: Path) -> None:
     run = sleeper("slow", 60, timeout=1)
     started = runs_in(tmp_path, run).started(run)
@@ -83,6 +97,7 @@ def test_a_run_past_its_timeout_is_interrupted_and_its_test_fails(tmp_path: Path
     assert (tmp_path / "slow" / "interrupted").read_text() == "yes"
 
 
+@pytest.mark.usefixtures("sigint_ignored")
 def test_the_session_end_interrupts_a_run_still_going_and_kills_one_that_ignores_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
