@@ -47,7 +47,6 @@ class Finished:
     stdout: str
     stderr: str
     work_dir: Path
-    seconds: float  # from its start
 
 
 class Started:
@@ -88,7 +87,6 @@ class Started:
             self._read(self._stdout),
             self._read(self._stderr),
             self.work_dir,
-            time.monotonic() - self.started_at,
         )
 
     def stop(self) -> None:
