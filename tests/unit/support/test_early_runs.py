@@ -91,6 +91,8 @@ def test_a_run_nothing_started_starts_when_its_test_asks(tmp_path: Path) -> None
 def test_a_run_past_its_timeout_is_interrupted_and_its_test_fails(tmp_path: Path) -> None:
     run = sleeper("slow", 60, timeout=1)
     started = runs_in(tmp_path, run).started(run)
+    # Python handles SIGINT only once it has started: on a loaded machine, later than 1 s.
+    wait_until(lambda: (tmp_path / "slow" / "started.log").exists(), 30, "the run to start")
     with pytest.raises(subprocess.TimeoutExpired):
         started.wait()
     assert started.process.returncode == 130
