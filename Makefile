@@ -85,8 +85,13 @@ format: env ## Apply ruff's fixes and formatting
 typecheck: env ## mypy, strict, on all the Python: product, harnesses, hack/ and the tests
 	$(BIN)/mypy
 
+# Two pytest-xdist workers, one per stream of tests (tests/support/streams.py): the
+# session's local cluster, and what needs none of it (TensorFlow on the host, kind, the
+# release's own clusters), side by side.
+STREAMS := -n 2 --dist loadgroup
+
 test: env binaries images lint typecheck ## Everything that runs here: lint, types, unit, integration, e2e
-	$(PYTEST) $(PYTEST_ARGS)
+	$(PYTEST) $(STREAMS) $(PYTEST_ARGS)
 
 unit: env ## Unit tests only
 	$(PYTEST) -m unit $(PYTEST_ARGS)

@@ -1,14 +1,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
-from support.interrupt import interrupt_on_sigterm
 
-if TYPE_CHECKING:
-    # Not imported at run time: pytest_plugins loads it, and rewrites its asserts, below.
-    from support.early_runs import EarlyRuns
+# The support package's asserts are rewritten as the tests' are: it is imported here,
+# before pytest_plugins would have registered its modules for that.
+pytest.register_assert_rewrite("support")
+from support import streams  # noqa: E402
+from support.early_runs import EarlyRuns, marked_run  # noqa: E402
 
 pytest_plugins = [
     "support.cluster",
@@ -16,6 +16,8 @@ pytest_plugins = [
     "support.fixtures",
     "support.backends",
     "support.kueue",
+    "support.streams",
+    "support.summary",
 ]
 
 TESTS = Path(__file__).resolve().parent
@@ -35,27 +37,48 @@ FOLDER_TIERS = {
 #: the two cores with a session cluster idling until the end. Each module stays whole (its
 #: module-scoped fixtures are set up once); pytest's own order holds within a folder.
 FOLDER_ORDER = ("unit", "tools", "trainer", "cluster", "e2e", "integration")
-#: The harness runs tests mark `early_run` (support/early_runs.py) start in the background
-#: with the first test of this folder: the folders before it are CPU-bound (unit, trainer)
-#: or compare the host before and after a cluster of theirs (cluster), which another
-#: cluster starting beside them would change.
-EARLY_RUNS_FROM = "e2e"
+#: The tests of the `apart` stream (support/streams.py), which needs none of the session's
+#: local cluster: in each folder, the markers that put a test there. Every other test is
+#: in the `session-cluster` stream, tests/cluster whole (it compares the host).
+APART = {"trainer": {"tensorflow"}, "e2e": {"kind", "own_clusters"}}
+#: From a stream's first test of this folder on, clusters other than the session's may run
+#: beside it: the harness runs its tests mark `early_run` (support/early_runs.py) start in
+#: the background, and the `apart` stream's tests wait for the `session-cluster` stream to
+#: get here. The folders before are CPU-bound (unit, trainer) or compare the host before
+#: and after a cluster of their own (cluster), which another cluster would change.
+SHARED_HOST_FROM = "e2e"
+_EARLY_RUNS_STARTED = pytest.StashKey[bool]()
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    interrupt_on_sigterm()
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the test's fixtures: where it shares the host, lets the other stream in, or
+    waits to be let in."""
+    if not _shares_host(item):
+        return
+    if streams.stream_of(item) == streams.SESSION_CLUSTER:
+        streams.host_checks_done(item.config)
+    else:
+        streams.wait_for_host_checks(item.config)
 
 
 @pytest.fixture(autouse=True)
 def _start_early_runs(request: pytest.FixtureRequest) -> None:
-    if _folder_rank(_folder(request.node)) >= FOLDER_ORDER.index(EARLY_RUNS_FROM):
+    item = request.node
+    if _shares_host(item) and not request.config.stash.get(_EARLY_RUNS_STARTED, False):
         early_runs: EarlyRuns = request.getfixturevalue("early_runs")
-        early_runs.start_all()
+        stream = streams.stream_of(item)
+        early_runs.start(
+            run
+            for other in request.session.items
+            if streams.stream_of(other) == stream and (run := marked_run(other)) is not None
+        )
+        request.config.stash[_EARLY_RUNS_STARTED] = True
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Refuses a test without exactly one tier, or in a folder of another tier; orders the
-    folders as FOLDER_ORDER says."""
+    """Refuses a test without exactly one tier, or in a folder of another tier; puts each
+    in its stream; orders the folders as FOLDER_ORDER says."""
     wrong = []
     for item in items:
         tiers = {mark.name for mark in item.iter_markers()} & TIERS
@@ -63,9 +86,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         allowed = FOLDER_TIERS.get(folder, TIERS)
         if len(tiers) != 1 or not tiers <= allowed:
             wrong.append(f"{item.nodeid}: {sorted(tiers) or 'no tier'} in tests/{folder}")
+        apart = {mark.name for mark in item.iter_markers()} & APART.get(folder, set())
+        streams.assign(item, streams.APART if apart else streams.SESSION_CLUSTER)
     if wrong:
         raise pytest.UsageError("tests whose tier marker is missing or wrong:\n" + "\n".join(wrong))
     items.sort(key=lambda item: _folder_rank(_folder(item)))
+    streams.record(config, items)
+
+
+def _shares_host(item: pytest.Item) -> bool:
+    return _folder_rank(_folder(item)) >= FOLDER_ORDER.index(SHARED_HOST_FROM)
 
 
 def _folder(item: pytest.Item) -> str:

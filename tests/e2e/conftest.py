@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from support import summary
 from support.backends import RELEASE_NAMESPACE, SCENARIO_KEY, Backend
 from support.tfjobs import TFJobs
 from support.waiting import wait_until
@@ -20,7 +21,8 @@ from support.waiting import wait_until
 from tfjob_localcluster.chart import SELECTOR
 from tfjob_localcluster.diagnose import describe_pods
 
-WALL_TIMES: list[str] = []
+#: The section of the pytest output (support/summary.py) with each scenario's wall time.
+WALL_TIMES = "e2e scenarios: wall time"
 
 
 @pytest.fixture
@@ -45,7 +47,7 @@ def tfjobs(backend: Backend, request: pytest.FixtureRequest) -> Iterator[TFJobs]
 def _wall_time(request: pytest.FixtureRequest) -> Iterator[None]:
     started = time.monotonic()
     yield
-    WALL_TIMES.append(f"{request.node.nodeid}: {time.monotonic() - started:.1f} s")
+    summary.add(WALL_TIMES, f"{request.node.nodeid}: {time.monotonic() - started:.1f} s")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -74,10 +76,3 @@ def diagnosis(backend: Backend, namespace: str) -> str:
     except client.ApiException as error:
         pods = f"(no pods read: {error.status} {error.reason})"
     return f"{health}\n{pods}"
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if WALL_TIMES:
-        terminalreporter.section("e2e scenarios: wall time")
-        for line in WALL_TIMES:
-            terminalreporter.write_line(line)

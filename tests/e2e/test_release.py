@@ -47,6 +47,7 @@ from tfjob_localcluster.platforms import host_architecture
 from tfjob_operator import published
 from tfjob_operator.client.results import results_in
 
+pytestmark = pytest.mark.own_clusters
 log = logging.getLogger(__name__)
 TRAINING_TIMEOUT = 420
 #: How long the previous operator's pods may take to go after an upgrade.

@@ -32,6 +32,7 @@ from typing import Any
 
 import pytest
 
+from support import summary
 from support.waiting import wait_until
 from tfjob_localcluster import statedirs
 from tfjob_localcluster.cluster import LocalCluster
@@ -90,15 +91,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    state_dir = config.stash.get(_STATE_DIR_KEY, None)
-    if state_dir is not None and state_dir.exists():
-        terminalreporter.write_line(
-            f"tfjob-localcluster: state dir kept for inspection: {state_dir} "
-            f"(component logs in {state_dir}/cluster/logs/)"
-        )
-
-
 @pytest.fixture(scope="session")
 def cluster_state_root(request: pytest.FixtureRequest) -> Iterator[Path]:
     """The session's directory for clusters' state, in the cache, closed to other users:
@@ -108,6 +100,10 @@ def cluster_state_root(request: pytest.FixtureRequest) -> Iterator[Path]:
     yield root
     if request.config.stash[_FAILED_KEY]:
         statedirs.keep(root)
+        summary.add(
+            "tfjob-localcluster",
+            f"state dir kept for inspection: {root} (component logs in {root}/cluster/logs/)",
+        )
     else:
         statedirs.remove(root)
         del request.config.stash[_STATE_DIR_KEY]

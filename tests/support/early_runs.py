@@ -3,11 +3,11 @@
 The chaos run and the benchmark's smoke run each start clusters of their own and spend
 most of their minutes waiting (the gaps between faults, the settling, kwok's pods): in a
 warm `make test` the machine's two cores were 15 to 30 % busy through them. A test marks
-its run with `@pytest.mark.early_run(EarlyRun(...))`; `tests/conftest.py` starts every
-marked run of the session when the first test of a folder that may share the host with
-other clusters begins (`start_all`), so the runs overlap the tests before theirs; the
-test's `early_run` fixture waits for its own (starting it then if nothing did, as when
-the test runs alone) and returns what it wrote.
+its run with `@pytest.mark.early_run(EarlyRun(...))`; `tests/conftest.py` starts the
+marked runs of a stream (support/streams.py) when that stream's first test of a folder
+that may share the host with other clusters begins (`start`), so the runs overlap the
+tests before theirs; the test's `early_run` fixture waits for its own (starting it then
+if nothing did, as when the test runs alone) and returns what it wrote.
 
 Each run is its own process group. One still running when the session ends (its test
 failed before waiting, or the run was interrupted) gets SIGINT, as Ctrl-C would send, so
@@ -20,7 +20,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,15 +106,14 @@ class Started:
 
 
 class EarlyRuns:
-    """The session's marked runs, each started at most once."""
+    """The session's runs, each started at most once."""
 
-    def __init__(self, runs: list[EarlyRun], work_dir: Callable[[str], Path]) -> None:
-        self._runs = {run.name: run for run in runs}
+    def __init__(self, work_dir: Callable[[str], Path]) -> None:
         self._work_dir = work_dir
         self._started: dict[str, Started] = {}
 
-    def start_all(self) -> None:
-        for run in self._runs.values():
+    def start(self, runs: Iterable[EarlyRun]) -> None:
+        for run in runs:
             self.started(run)
 
     def started(self, run: EarlyRun) -> Started:
@@ -137,12 +136,9 @@ def marked_run(item: pytest.Item) -> EarlyRun | None:
 
 
 @pytest.fixture(scope="session")
-def early_runs(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[EarlyRuns]:
-    """The runs the session's selected tests marked."""
-    marked = [run for item in request.session.items if (run := marked_run(item)) is not None]
-    runs = EarlyRuns(marked, tmp_path_factory.mktemp)
+def early_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EarlyRuns]:
+    """The session's runs, stopped at its end if still going."""
+    runs = EarlyRuns(tmp_path_factory.mktemp)
     try:
         yield runs
     finally:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from support import summary
 from support.waiting import wait_until
 from tfjob_localcluster.controlplane import free_ports
 from tfjob_trainer.results import parse_results
@@ -207,16 +208,17 @@ class LocalJob:
 JobFactory = Callable[[str, dict[str, int], list[str]], LocalJob]
 """The `local_jobs` fixture: (name, task counts, flags) -> LocalJob."""
 
-REPORT: list[str] = []
-"""Lines for the "trainer runs" section that conftest prints at the end."""
+#: The section of the pytest output (support/summary.py) that the runs are reported in.
+REPORT = "trainer runs: wall time and peak RSS"
 
 
 def record_run(title: str, job: LocalJob, started: float) -> None:
     """Report one run (processes started together) of a job: wall time, exit, peak RSS."""
-    REPORT.append(f"{title}: {time.monotonic() - started:.1f} s")
+    summary.add(REPORT, f"{title}: {time.monotonic() - started:.1f} s")
     for task in job.all_tasks():
         if task.started >= started and task.returncode is not None:
-            REPORT.append(
+            summary.add(
+                REPORT,
                 f"    {task.log_path.name:<18} exit {task.returncode:>4}  "
-                f"{task.seconds:6.1f} s  peak RSS {task.peak_rss_mb:5.0f} MB"
+                f"{task.seconds:6.1f} s  peak RSS {task.peak_rss_mb:5.0f} MB",
             )

@@ -11,21 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import summary
 from support.trainer_processes import REPORT, JobFactory, LocalJob
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if REPORT:
-        terminalreporter.section("trainer runs: wall time and peak RSS")
-        for line in REPORT:
-            terminalreporter.write_line(line)
 
 
 @pytest.fixture(autouse=True)
 def _wall_time(request: pytest.FixtureRequest) -> Iterator[None]:
     started = time.monotonic()
     yield
-    REPORT.append(f"{request.node.nodeid}: test body {time.monotonic() - started:.1f} s")
+    summary.add(REPORT, f"{request.node.nodeid}: test body {time.monotonic() - started:.1f} s")
 
 
 @pytest.fixture(scope="module")

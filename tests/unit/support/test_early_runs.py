@@ -58,22 +58,22 @@ def sleeper(name: str, seconds: float, timeout: float = 60) -> EarlyRun:
     )
 
 
-def runs_in(tmp_path: Path, *runs: EarlyRun) -> EarlyRuns:
+def runs_in(tmp_path: Path) -> EarlyRuns:
     def work_dir(name: str) -> Path:
         path = tmp_path / name
         path.mkdir()
         return path
 
-    return EarlyRuns(list(runs), work_dir)
+    return EarlyRuns(work_dir)
 
 
 def test_a_run_started_early_is_started_once_and_gives_its_test_what_it_wrote(
     tmp_path: Path,
 ) -> None:
     run = sleeper("quick", 0)
-    runs = runs_in(tmp_path, run)
-    runs.start_all()
-    runs.start_all()
+    runs = runs_in(tmp_path)
+    runs.start([run])
+    runs.start([run])
     finished = runs.started(run).wait()
     assert finished.returncode == 0
     assert (finished.stdout, finished.stderr) == ("out\n", "err\n")
@@ -83,14 +83,14 @@ def test_a_run_started_early_is_started_once_and_gives_its_test_what_it_wrote(
 
 def test_a_run_nothing_started_starts_when_its_test_asks(tmp_path: Path) -> None:
     run = sleeper("alone", 0)
-    finished = runs_in(tmp_path, run).started(run).wait()
+    finished = runs_in(tmp_path).started(run).wait()
     assert finished.returncode == 0
 
 
 @pytest.mark.usefixtures("sigint_ignored")
 def test_a_run_past_its_timeout_is_interrupted_and_its_test_fails(tmp_path: Path) -> None:
     run = sleeper("slow", 60, timeout=1)
-    started = runs_in(tmp_path, run).started(run)
+    started = runs_in(tmp_path).started(run)
     # Python handles SIGINT only once it has started: on a loaded machine, later than 1 s.
     wait_until(lambda: (tmp_path / "slow" / "started.log").exists(), 30, "the run to start")
     with pytest.raises(subprocess.TimeoutExpired):
@@ -106,8 +106,8 @@ def test_the_session_end_interrupts_a_run_still_going_and_kills_one_that_ignores
     monkeypatch.setattr(early_runs, "STOP_GRACE_SECONDS", 0.5)
     polite = sleeper("polite", 60)
     stubborn = EarlyRun("stubborn", lambda work: [sys.executable, "-c", STUBBORN, str(work)], 60)
-    runs = runs_in(tmp_path, polite, stubborn)
-    runs.start_all()
+    runs = runs_in(tmp_path)
+    runs.start([polite, stubborn])
     # Both must be in their sleep (the stubborn one ignoring SIGINT) when the session ends.
     wait_until(
         lambda: all((tmp_path / n).exists() for n in ("polite/started.log", "stubborn/ready")),

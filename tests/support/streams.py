@@ -1,0 +1,150 @@
+"""`make test` as two streams of tests side by side, one per pytest-xdist worker.
+
+Sampled through a warm `make test` run one test after the other, the machine's two cores
+were half idle: most scenarios wait on a cluster (pods starting, images loading, a
+kind node booting). The tests split into two streams that share nothing but the host:
+
+- `session-cluster`: every test of the session's local cluster, and the tests that need no
+  cluster and run first (unit, tools) or compare the host before and after a cluster of
+  their own (tests/cluster);
+- `apart`: the tests that need none of it: TensorFlow processes on the host
+  (tests/trainer), the scenarios on kind, the release's own registry and clusters.
+
+`tests/conftest.py` says which test is in which (`assign`, an `xdist_group` mark);
+with `--dist loadgroup`, `StreamScheduling` gives each stream whole to one worker, in
+collection order (xdist's own loadgroup scheduling names a test's group in its node ID,
+which pytest 9 no longer lets a plugin change: its groups are lost). Run without xdist
+(`make e2e`, a single file), the streams are one after the other, as ever.
+
+A cluster that starts beside tests/cluster would change the host those tests compare: a
+test of the `apart` stream that may start clusters (`wait_for_host_checks`) waits until
+the `session-cluster` stream has passed them (`host_checks_done`, or that worker's end).
+The controller and the workers share a directory the controller makes and gives the
+workers in their `workerinput`: the workers write there which test is in which stream
+(`record`, read by the scheduler) and that the host checks are done.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from xdist.scheduler import LoadScopeScheduling
+
+from support import interrupt
+
+SESSION_CLUSTER = "session-cluster"
+APART = "apart"
+#: How long the `apart` stream waits for the host checks before it fails, saying so.
+HOST_CHECKS_TIMEOUT = 1800
+_DIRECTORY = "tfjob_streams_dir"
+_HOST_CHECKS_DONE = "host-checks-done"
+_STREAMS = "streams.json"
+_DIRECTORY_KEY = pytest.StashKey[Path]()
+_WAITED_KEY = pytest.StashKey[bool]()
+
+
+def assign(item: pytest.Item, stream: str) -> None:
+    item.add_marker(pytest.mark.xdist_group(stream))
+
+
+def stream_of(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("xdist_group")
+    assert marker is not None, f"{item.nodeid} is in no stream"
+    return str(marker.args[0])
+
+
+def record(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a worker, which test is in which stream, for the controller's scheduler (each
+    worker writes the same, as each collected the same)."""
+    directory = _shared_directory(config)
+    if directory is not None:
+        written = directory / f"{_STREAMS}.{config.workerinput['workerid']}"  # type: ignore[attr-defined]
+        written.write_text(json.dumps({item.nodeid: stream_of(item) for item in items}))
+        written.replace(directory / _STREAMS)
+
+
+class StreamScheduling(LoadScopeScheduling):
+    """xdist's scheduling by scope, a scope being a stream: each worker is given one
+    stream whole, its tests in the order collected."""
+
+    def __init__(self, config: pytest.Config, log: Any = None) -> None:
+        super().__init__(config, log)
+        self._directory = config.stash[_DIRECTORY_KEY]
+        self._streams: dict[str, str] | None = None
+
+    def _split_scope(self, nodeid: str) -> str:
+        if self._streams is None:  # read once the workers have collected
+            self._streams = json.loads((self._directory / _STREAMS).read_text())
+        return self._streams[nodeid]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
+    return StreamScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
+
+
+def host_checks_done(config: pytest.Config) -> None:
+    """Said by the `session-cluster` stream once it has left the tests that compare the
+    host; idempotent."""
+    directory = _shared_directory(config)
+    if directory is not None:
+        (directory / _HOST_CHECKS_DONE).touch()
+
+
+def wait_for_host_checks(config: pytest.Config) -> None:
+    """Before the `apart` stream's first test that may start a cluster: waits until the
+    `session-cluster` stream has said `host_checks_done`, when the two run side by side."""
+    directory = _shared_directory(config)
+    if directory is None or config.stash.get(_WAITED_KEY, False):
+        return
+    deadline = time.monotonic() + HOST_CHECKS_TIMEOUT
+    while not (directory / _HOST_CHECKS_DONE).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"the {SESSION_CLUSTER} stream has not left the tests that compare the host "
+                f"after {HOST_CHECKS_TIMEOUT} s: see its worker's tests above"
+            )
+        time.sleep(1)
+    config.stash[_WAITED_KEY] = True
+
+
+def _shared_directory(config: pytest.Config) -> Path | None:
+    """The controller's directory, in a worker that runs beside another; else None."""
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is None or workerinput["workercount"] < 2:
+        return None
+    return Path(workerinput[_DIRECTORY])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        interrupt.interrupt_once()
+    else:  # one process, or xdist's controller until it starts its workers (below)
+        interrupt.interrupt_on_sigterm()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """In the controller, for each worker it starts."""
+    config: pytest.Config = node.config
+    if _DIRECTORY_KEY not in config.stash:
+        config.stash[_DIRECTORY_KEY] = Path(tempfile.mkdtemp(prefix="tfjob-streams-"))
+        interrupt.forward_to_children()
+    node.workerinput[_DIRECTORY] = str(config.stash[_DIRECTORY_KEY])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # A worker that ends, whatever it ran, lets the other go on.
+    host_checks_done(session.config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    directory = config.stash.get(_DIRECTORY_KEY, None)
+    if directory is not None:
+        shutil.rmtree(directory, ignore_errors=True)
