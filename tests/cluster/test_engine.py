@@ -16,12 +16,14 @@ pytestmark = pytest.mark.kind
 
 
 @pytest.fixture
-def own_engine_dir(tmp_path: Path) -> Path:
+def own_engine_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if engine.answers():
         pytest.skip("the machine's own Docker engine answers: the project's is never started")
     if os.geteuid() != 0 or (packages.missing(["docker"]) and shutil.which("apt-get") is None):
         pytest.skip("the project's Docker engine cannot be started here (root, docker.io)")
-    return tmp_path / "docker"
+    # Not tmp_path, named by the test: the engine's socket path must fit a Unix socket's
+    # 108 bytes, also under xdist's longer base (popen-gw0/).
+    return tmp_path_factory.mktemp("engine") / "docker"
 
 
 def test_what_a_killed_run_left_is_removed_when_the_engine_next_starts(

@@ -54,6 +54,8 @@ class Task:
     returncode: int | None = None
     peak_rss_mb: float | None = None
     seconds: float | None = None
+    #: The most threads seen in the process while it was polled.
+    peak_threads: int = 0
 
     @property
     def log(self) -> str:
@@ -75,10 +77,21 @@ class Task:
 
     def poll(self) -> int | None:
         if self.returncode is None:
+            self.peak_threads = max(self.peak_threads, self._threads())
             pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
             if pid:
                 self._reaped(status, usage)
         return self.returncode
+
+    def _threads(self) -> int:
+        """The process's threads now (TensorFlow's own), 0 once it has exited."""
+        try:
+            pid = self._first_process() if self.in_namespace else self.process.pid
+            status = Path(f"/proc/{pid}/status").read_text()
+        except (FileNotFoundError, IndexError, ProcessLookupError):
+            return 0
+        (threads,) = [line.split()[1] for line in status.splitlines() if line[:8] == "Threads:"]
+        return int(threads)
 
     def wait(self, timeout: float) -> int:
         wait_until(
@@ -197,6 +210,17 @@ class LocalJob:
             for index in range(self.counts[kind])
         ]
 
+    @staticmethod
+    def wait_all(tasks: list[Task], timeout: float) -> list[int]:
+        """Their exit codes, each polled meanwhile (and its threads counted)."""
+        wait_until(
+            lambda: None not in [task.poll() for task in tasks],  # every one polled
+            timeout,
+            lambda _: "\n".join(f"{task.name} to exit\n{task.tail()}" for task in tasks),
+            interval=0.1,
+        )
+        return [task.wait(0) for task in tasks]
+
     def stop_all(self) -> None:
         for task in self.tasks.values():
             task.kill_group()
@@ -220,5 +244,6 @@ def record_run(title: str, job: LocalJob, started: float) -> None:
             summary.add(
                 REPORT,
                 f"    {task.log_path.name:<18} exit {task.returncode:>4}  "
-                f"{task.seconds:6.1f} s  peak RSS {task.peak_rss_mb:5.0f} MB",
+                f"{task.seconds:6.1f} s  peak RSS {task.peak_rss_mb:5.0f} MB  "
+                f"peak threads {task.peak_threads:5d}",
             )
