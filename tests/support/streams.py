@@ -47,6 +47,7 @@ _HOST_CHECKS_DONE = "host-checks-done"
 _STREAMS = "streams.json"
 _DIRECTORY_KEY = pytest.StashKey[Path]()
 _WAITED_KEY = pytest.StashKey[bool]()
+_FORWARDING_KEY = pytest.StashKey[bool]()
 
 
 def assign(item: pytest.Item, stream: str) -> None:
@@ -101,7 +102,8 @@ def wait_for_host_checks(config: pytest.Config) -> None:
     """Before the `apart` stream's first test that may start a cluster: waits until the
     `session-cluster` stream has said `host_checks_done`, when the two run side by side."""
     directory = _shared_directory(config)
-    if directory is None or config.stash.get(_WAITED_KEY, False):
+    beside = getattr(config, "workerinput", {}).get("workercount", 1) > 1
+    if directory is None or not beside or config.stash.get(_WAITED_KEY, False):
         return
     deadline = time.monotonic() + HOST_CHECKS_TIMEOUT
     while not (directory / _HOST_CHECKS_DONE).exists():
@@ -115,11 +117,9 @@ def wait_for_host_checks(config: pytest.Config) -> None:
 
 
 def _shared_directory(config: pytest.Config) -> Path | None:
-    """The controller's directory, in a worker that runs beside another; else None."""
-    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
-    if workerinput is None or workerinput["workercount"] < 2:
-        return None
-    return Path(workerinput[_DIRECTORY])
+    """The controller's directory, in a worker of a run by streams; else None."""
+    directory: str | None = getattr(config, "workerinput", {}).get(_DIRECTORY)
+    return None if directory is None else Path(directory)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -133,9 +133,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_configure_node(node: Any) -> None:
     """In the controller, for each worker it starts."""
     config: pytest.Config = node.config
+    if not config.stash.get(_FORWARDING_KEY, False):
+        interrupt.forward_to_children()
+        config.stash[_FORWARDING_KEY] = True
+    if config.getvalue("dist") != "loadgroup":  # not by streams: nothing to share
+        return
     if _DIRECTORY_KEY not in config.stash:
         config.stash[_DIRECTORY_KEY] = Path(tempfile.mkdtemp(prefix="tfjob-streams-"))
-        interrupt.forward_to_children()
     node.workerinput[_DIRECTORY] = str(config.stash[_DIRECTORY_KEY])
 
 
