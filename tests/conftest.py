@@ -47,7 +47,8 @@ APART = {"trainer": {"tensorflow"}, "e2e": {"kind", "own_clusters"}}
 #: get here. The folders before are CPU-bound (unit, trainer) or compare the host before
 #: and after a cluster of their own (cluster), which another cluster would change.
 SHARED_HOST_FROM = "e2e"
-_EARLY_RUNS_STARTED = pytest.StashKey[bool]()
+#: The streams whose early runs were started.
+_EARLY_RUNS_STARTED = pytest.StashKey[set[str]]()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -65,15 +66,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture(autouse=True)
 def _start_early_runs(request: pytest.FixtureRequest) -> None:
     item = request.node
-    if _shares_host(item) and not request.config.stash.get(_EARLY_RUNS_STARTED, False):
+    stream = streams.stream_of(item)
+    started = request.config.stash.setdefault(_EARLY_RUNS_STARTED, set())
+    if _shares_host(item) and stream not in started:
         early_runs: EarlyRuns = request.getfixturevalue("early_runs")
-        stream = streams.stream_of(item)
         early_runs.start(
             run
             for other in request.session.items
             if streams.stream_of(other) == stream and (run := marked_run(other)) is not None
         )
-        request.config.stash[_EARLY_RUNS_STARTED] = True
+        started.add(stream)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
