@@ -27,8 +27,8 @@ def test_two_workers_reach_the_threshold_and_only_the_chief_exports(
     codes = job.wait_all(workers, TIMEOUT)
     record_run("MWMS 2 workers, digits, default flags", job, started)
     assert codes == [0, 0], "\n".join(worker.tail() for worker in workers)
-    # A pod's PID limit (often 1024) counts threads: TensorFlow's collective timeout, on,
-    # held a sleeping thread per collective op, about 4,700 per worker of this job.
+    # A pod's PID limit (often 1024) counts threads: with TensorFlow's collective timeout
+    # at 300 s, each worker of this job held about 4,700.
     assert max(worker.peak_threads for worker in workers) < MAX_THREADS
 
     results = [worker.results() for worker in workers]

@@ -215,14 +215,14 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     runtime.add_argument(
         "--collective-timeout",
         type=_non_negative_float,
-        # TensorFlow times each collective op with a thread of its own that sleeps out the
-        # timeout: at 300 s, each MultiWorkerMirroredStrategy worker of the examples held
-        # about 4,700 threads, enough for a few to exhaust a node's PIDs.
+        # With a timeout, TensorFlow's collectives hold threads (`collective_ops`) in
+        # proportion to it: at 300 s each MultiWorkerMirroredStrategy worker of the
+        # examples held about 4,700 threads, 124 with none; a few such exhaust a node's PIDs.
         default=0.0,
         metavar="SECONDS",
         help=(
             "a collective op waiting longer fails and the process exits 42 (default: none; "
-            "costs a thread per collective op for that long)"
+            "TensorFlow's collectives then hold threads in proportion to it)"
         ),
     )
     runtime.add_argument(
