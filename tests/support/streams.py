@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 from support import interrupt
+from support.waiting import wait_until
 
 SESSION_CLUSTER = "session-cluster"
 APART = "apart"
@@ -46,7 +46,6 @@ _DIRECTORY = "tfjob_streams_dir"
 _HOST_CHECKS_DONE = "host-checks-done"
 _STREAMS = "streams.json"
 _DIRECTORY_KEY = pytest.StashKey[Path]()
-_WAITED_KEY = pytest.StashKey[bool]()
 _FORWARDING_KEY = pytest.StashKey[bool]()
 
 
@@ -103,17 +102,14 @@ def wait_for_host_checks(config: pytest.Config) -> None:
     `session-cluster` stream has said `host_checks_done`, when the two run side by side."""
     directory = _shared_directory(config)
     beside = getattr(config, "workerinput", {}).get("workercount", 1) > 1
-    if directory is None or not beside or config.stash.get(_WAITED_KEY, False):
-        return
-    deadline = time.monotonic() + HOST_CHECKS_TIMEOUT
-    while not (directory / _HOST_CHECKS_DONE).exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError(
-                f"the {SESSION_CLUSTER} stream has not left the tests that compare the host "
-                f"after {HOST_CHECKS_TIMEOUT} s: see its worker's tests above"
-            )
-        time.sleep(1)
-    config.stash[_WAITED_KEY] = True
+    if directory is not None and beside:
+        wait_until(
+            (directory / _HOST_CHECKS_DONE).exists,
+            HOST_CHECKS_TIMEOUT,
+            f"the {SESSION_CLUSTER} stream to leave the tests that compare the host "
+            "(see its worker's tests above)",
+            interval=1,
+        )
 
 
 def _shared_directory(config: pytest.Config) -> Path | None:

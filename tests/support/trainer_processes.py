@@ -233,7 +233,7 @@ JobFactory = Callable[[str, dict[str, int], list[str]], LocalJob]
 """The `local_jobs` fixture: (name, task counts, flags) -> LocalJob."""
 
 #: The section of the pytest output (support/summary.py) that the runs are reported in.
-REPORT = "trainer runs: wall time and peak RSS"
+REPORT = "trainer runs: wall time, peak RSS and peak threads"
 
 
 def record_run(title: str, job: LocalJob, started: float) -> None:

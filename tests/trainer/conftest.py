@@ -1,7 +1,8 @@
 """Fixtures for real multi-process TensorFlow runs on 127.0.0.1.
 
-Every test's wall time, and every process's wall time, exit code and peak RSS, are
-collected and printed in a "trainer runs" section at the end of the pytest output.
+Every test's wall time, and every process's wall time, exit code, peak RSS and peak
+threads, are collected and printed in a "trainer runs" section at the end of the pytest
+output.
 """
 
 from __future__ import annotations
