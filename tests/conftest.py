@@ -39,8 +39,14 @@ FOLDER_TIERS = {
 FOLDER_ORDER = ("unit", "tools", "trainer", "cluster", "e2e", "integration")
 #: The tests of the `apart` stream (support/streams.py), which needs none of the session's
 #: local cluster: in each folder, the markers that put a test there. Every other test is
-#: in the `session-cluster` stream, tests/cluster whole (it compares the host).
-APART = {"trainer": {"tensorflow"}, "e2e": {"kind", "own_clusters"}}
+#: in the `session-cluster` stream, which starts with tests/cluster (it compares the host,
+#: and the `apart` stream's clusters wait for it to be done).
+APART = {
+    "unit": {"unit"},
+    "tools": {"tools"},
+    "trainer": {"tensorflow"},
+    "e2e": {"kind", "own_clusters"},
+}
 #: From a stream's first test of this folder on, clusters other than the session's may run
 #: beside it: the harness runs its tests mark `early_run` (support/early_runs.py) start in
 #: the background, and the `apart` stream's tests wait for the `session-cluster` stream to

@@ -4,11 +4,11 @@ Sampled through a warm `make test` run one test after the other, the machine's t
 were half idle: most scenarios wait on a cluster (pods starting, images loading, a
 kind node booting). The tests split into two streams that share nothing but the host:
 
-- `session-cluster`: every test of the session's local cluster, and the tests that need no
-  cluster and run first (unit, tools) or compare the host before and after a cluster of
-  their own (tests/cluster);
-- `apart`: the tests that need none of it: TensorFlow processes on the host
-  (tests/trainer), the scenarios on kind, the release's own registry and clusters.
+- `session-cluster`: every test of the session's local cluster, after the tests that
+  compare the host before and after a cluster of their own (tests/cluster);
+- `apart`: the tests that need none of it: those that need no cluster (unit, tools),
+  TensorFlow processes on the host (tests/trainer), the scenarios on kind, the release's
+  own registry and clusters.
 
 `tests/conftest.py` says which test is in which (`assign`, an `xdist_group` mark);
 with `--dist loadgroup`, `StreamScheduling` gives each stream whole to one worker, in

@@ -41,7 +41,7 @@ def record(event, name):
 @pytest.fixture(scope="session")
 def held():
     yield
-    time.sleep(float(os.environ.get("PROBE_TEARDOWN_SECONDS", "0")))
+    time.sleep(TEARDOWN_SECONDS)
     record("teardown", __name__)
 
 def probe(name, seconds):
@@ -50,15 +50,19 @@ def probe(name, seconds):
     record("end", name)
 """
 PROBES = {
-    "cluster/test_host.py": ("integration", 3),
+    "unit/test_pure.py": ("unit", 1),
+    "cluster/test_host.py": ("integration", 5),
     "trainer/test_tf.py": ("tensorflow", 1),
     "e2e/test_local.py": ("e2e", 0),
     "e2e/test_kind.py": ("kind", 0),
 }
 
 
-def probe_tree(root: Path, seconds: dict[str, float] | None = None) -> Path:
-    """The probe tests under root/tests, beside a copy of the project's conftest."""
+def probe_tree(
+    root: Path, seconds: dict[str, float] | None = None, teardown: dict[str, float] | None = None
+) -> Path:
+    """The probe tests under root/tests, beside a copy of the project's conftest; a probe
+    sleeps its `seconds`, and its session fixture its `teardown` when torn down."""
     tests = root / "tests"
     tests.mkdir()
     shutil.copy(TESTS / "conftest.py", tests / "conftest.py")
@@ -69,7 +73,8 @@ def probe_tree(root: Path, seconds: dict[str, float] | None = None) -> Path:
         name = file.stem.removeprefix("test_")
         wait = (seconds or {}).get(name, default)
         file.write_text(
-            f"{RECORD}\npytestmark = pytest.mark.{marker}\n\n"
+            f"TEARDOWN_SECONDS = {(teardown or {}).get(name, 0)}\n{RECORD}\n"
+            f"pytestmark = pytest.mark.{marker}\n\n"
             f"def test_{name}(held):\n    probe({name!r}, {wait})\n"
         )
     return tests
@@ -107,21 +112,21 @@ def test_each_stream_runs_whole_on_its_worker_and_apart_clusters_wait_for_the_ho
     assert done.returncode == 0, done.stdout + done.stderr
     seen = events(tmp_path)
     session_cluster = {seen["start", name][0] for name in ("host", "local")}
-    apart = {seen["start", name][0] for name in ("tf", "kind")}
+    apart = {seen["start", name][0] for name in ("pure", "tf", "kind")}
     assert len(session_cluster) == len(apart) == 1, seen
     assert session_cluster != apart, seen
-    # The trainer's probe ran beside the host checks, the kind probe only after them.
-    assert seen["start", "tf"][1] < seen["end", "host"][1]
+    # The unit and trainer probes ran beside the host checks, the kind probe only after.
+    assert seen["start", "pure"][1] < seen["start", "tf"][1] < seen["end", "host"][1]
     assert seen["start", "kind"][1] >= seen["end", "host"][1]
 
 
 def test_sigterm_to_the_controller_tears_down_both_workers_fixtures(tmp_path: Path) -> None:
     """Even a teardown longer than the 10 s after which xdist kills a worker the
     controller gives up on (as a cluster's takes)."""
-    probe_tree(tmp_path, {"host": 0, "local": 600, "kind": 600})
-    slow_teardown = {**environment(tmp_path), "PROBE_TEARDOWN_SECONDS": "11"}
+    long = {"local": 600, "kind": 600}
+    probe_tree(tmp_path, {"host": 0, **long}, teardown={name: 11 for name in long})
     run = subprocess.Popen(
-        pytest_command(tmp_path), env=slow_teardown, stdout=subprocess.PIPE,
+        pytest_command(tmp_path), env=environment(tmp_path), stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
