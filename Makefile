@@ -42,7 +42,7 @@ PLATFORMS ?= linux/amd64,linux/arm64
 IMAGES ?= operator,trainer,trainer-gpu
 DIST ?= dist
 
-.PHONY: help env binaries cluster-binaries images test check lint format typecheck unit integration e2e demo cluster cluster-down bench chaos e2e-kind crd manifests examples generated-check version release clean
+.PHONY: help env binaries cluster-binaries images project-images test check lint format typecheck unit integration e2e demo cluster cluster-down bench chaos e2e-kind crd manifests examples generated-check version release clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -71,8 +71,14 @@ CLUSTER_TOOLS := kubernetes etcd coredns local-path-provisioner helm nodetools $
 cluster-binaries:
 	hack/build-binaries.sh $(CLUSTER_TOOLS)
 
-images: env cluster-binaries ## Build the images (operator, trainer, node, busybox) into the cache; IMAGES_ARGS=--gpu adds the GPU trainer
+# The operator's and trainer's images need no Go-built tool: they build beside the cluster's
+# Go builds, whose two cores the image builds' downloads and disk writes leave partly idle.
+images: env ## Build the images (operator, trainer, node, busybox) into the cache; IMAGES_ARGS=--gpu adds the GPU trainer
+	$(MAKE) --no-print-directory -j2 cluster-binaries project-images
 	$(BIN)/tfjob-localcluster images $(IMAGES_ARGS)
+
+project-images: env
+	$(BIN)/tfjob-localcluster images --project $(IMAGES_ARGS)
 
 lint: env ## Ruff lint and format check
 	$(BIN)/ruff check .
@@ -90,7 +96,7 @@ typecheck: env ## mypy, strict, on all the Python: product, harnesses, hack/ and
 # release's own clusters), side by side.
 STREAMS := -n 2 --dist loadgroup
 
-test: env binaries images lint typecheck ## Everything that runs here: lint, types, unit, integration, e2e
+test: env images binaries lint typecheck ## Everything that runs here: lint, types, unit, integration, e2e
 	$(PYTEST) $(STREAMS) $(PYTEST_ARGS)
 
 unit: env ## Unit tests only
@@ -98,10 +104,10 @@ unit: env ## Unit tests only
 
 check: lint typecheck unit ## What needs no cluster and no build: lint, types, unit tests
 
-integration: env binaries images ## Integration tests (the local cluster)
+integration: env images binaries ## Integration tests (the local cluster)
 	$(PYTEST) -m integration $(PYTEST_ARGS)
 
-e2e: env binaries images ## End-to-end tests (real TensorFlow in containers)
+e2e: env images binaries ## End-to-end tests (real TensorFlow in containers)
 	$(PYTEST) -m e2e $(PYTEST_ARGS)
 
 crd: env ## Regenerate the TFJob CRD (chart crds/ and its manifests/ copy)
@@ -118,19 +124,19 @@ generated-check: env binaries ## Fail if a generated file (CRD, manifests, examp
 	$(BIN)/python -m hack.gen_manifests --check
 	$(BIN)/python -m hack.gen_examples --check
 
-demo: env cluster-binaries images ## The main job: local cluster, operator, MWMS and PSS TFJobs trained to completion
+demo: env images ## The main job: local cluster, operator, MWMS and PSS TFJobs trained to completion
 	$(BIN)/python hack/demo.py $(DEMO_ARGS)
 
 bench: env binaries ## Control-plane benchmark: N = 100, 500, 1000 TFJobs on kwok nodes against the API server's floor
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
-chaos: env binaries images ## Faults: 30 TFJobs while the operator, API server, etcd, kubelet and containerd are killed, paused, restarted and the node is lost; nothing may be lost (CHAOS_ARGS)
+chaos: env images binaries ## Faults: 30 TFJobs while the operator, API server, etcd, kubelet and containerd are killed, paused, restarted and the node is lost; nothing may be lost (CHAOS_ARGS)
 	$(BIN)/python -m chaos $(CHAOS_ARGS)
 
-e2e-kind: env binaries images ## The e2e scenarios on a kind cluster (the project's node image and Docker engine where the machine has none)
+e2e-kind: env images binaries ## The e2e scenarios on a kind cluster (the project's node image and Docker engine where the machine has none)
 	$(PYTEST) tests/e2e --backends kind $(PYTEST_ARGS)
 
-cluster: env cluster-binaries images ## Start the local cluster in the background and print its KUBECONFIG
+cluster: env images ## Start the local cluster in the background and print its KUBECONFIG
 	$(BIN)/tfjob-localcluster up --state-dir $(TFJOB_CACHE)/cluster
 
 cluster-down: env ## Stop the cluster started by `make cluster`

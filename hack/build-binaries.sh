@@ -33,6 +33,9 @@ own_gocache=no
 export GOPATH=${GOPATH:-$cache/go} GOCACHE=${GOCACHE:-$cache/go-build} GOTMPDIR=$cache/tmp
 mkdir -p "$GOTMPDIR"
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=mod -modcacherw -buildvcs=false"
+# The compiler and linker collect their garbage a quarter as often: the same binaries,
+# built with a larger heap (a cold helm build here: 101 s instead of 124 s, both cores busy).
+export GOGC=${GOGC:-400}
 # The checksum database does not answer for local-path-provisioner here: its own go.sum
 # (which its recipe, replaces:, copies) pins what it needs.
 export GONOSUMDB=${GONOSUMDB:+$GONOSUMDB,}github.com/rancher/local-path-provisioner

@@ -4,7 +4,7 @@
     tfjob-localcluster down --state-dir DIR    stop it
     tfjob-localcluster run --state-dir DIR     run in the foreground until Ctrl-C
     tfjob-localcluster status [--state-dir DIR]
-    tfjob-localcluster images [--gpu]          build the images (`make images`)
+    tfjob-localcluster images [--gpu] [--project]   build the images (`make images`)
     tfjob-localcluster load --state-dir DIR IMAGE...   import built images into the node
     tfjob-localcluster registry [--port N]     an OCI registry on 127.0.0.1 until Ctrl-C
 
@@ -211,8 +211,9 @@ def cmd_status(paths: Paths) -> int:
     return 0 if identity is not None else 3
 
 
-def cmd_images(gpu: bool) -> int:
-    wanted = [*images.DEFAULT_IMAGES, *([images.TRAINER_GPU] if gpu else [])]
+def cmd_images(gpu: bool, project: bool) -> int:
+    chosen = images.PROJECT_IMAGES if project else images.DEFAULT_IMAGES
+    wanted = [*chosen, *([images.TRAINER_GPU] if gpu else [])]
     try:
         built = images.ImageStore(say=lambda m: _note(f"images: {m}")).build(wanted)
     except (EngineUnavailableError, PackageError, images.MissingImageError) as error:
@@ -276,6 +277,11 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--timeout", type=float, default=UP_TIMEOUT)
     build = commands.add_parser("images", help="build the images into the cache")
     build.add_argument("--gpu", action="store_true", help=f"also build {images.TRAINER_GPU}")
+    build.add_argument(
+        "--project",
+        action="store_true",
+        help="only the operator and trainer images, which need no Go-built tool",
+    )
     load = commands.add_parser("load", help="import built images into the running node")
     load.add_argument("--state-dir", type=Path, default=default_dir, help=f"default: {default_dir}")
     load.add_argument("image", nargs="+")
@@ -283,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     registry.add_argument("--port", type=int, default=None, help="default: a free one")
     args = parser.parse_args(argv)
     if args.command == "images":
-        return cmd_images(args.gpu)
+        return cmd_images(args.gpu, args.project)
     if args.command == "registry":
         return cmd_registry(args.port)
     paths = Paths(args.state_dir)
