@@ -72,7 +72,7 @@ cluster-binaries:
 	hack/build-binaries.sh $(CLUSTER_TOOLS)
 
 # The operator's and trainer's images need no Go-built tool: they build beside the cluster's
-# Go builds, whose two cores the image builds' downloads and disk writes leave partly idle.
+# Go builds, which saves a cold `make demo` about a minute (docs/development.md).
 images: env ## Build the images (operator, trainer, node, busybox) into the cache; IMAGES_ARGS=--gpu adds the GPU trainer
 	$(MAKE) --no-print-directory -j2 cluster-binaries project-images
 	$(BIN)/tfjob-localcluster images $(IMAGES_ARGS)
