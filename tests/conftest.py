@@ -47,6 +47,11 @@ APART = {
     "trainer": {"tensorflow"},
     "e2e": {"kind", "own_clusters"},
 }
+#: Modules of the `session-cluster` stream's folders that the `apart` stream runs instead,
+#: on a local cluster of its own (the session fixtures start one in its worker when a test
+#: there first asks for it): without them the `apart` stream ends about five minutes before
+#: the other, and these are about as long, with that cluster's start (docs/development.md).
+APART_MODULES = {"integration/test_leader_election.py", "integration/test_runtime_errors.py"}
 #: From a stream's first test of this folder on, clusters other than the session's may run
 #: beside it: the harness runs its tests mark `early_run` (support/early_runs.py) start in
 #: the background, and the `apart` stream's tests wait for the `session-cluster` stream to
@@ -95,7 +100,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if len(tiers) != 1 or not tiers <= allowed:
             wrong.append(f"{item.nodeid}: {sorted(tiers) or 'no tier'} in tests/{folder}")
         apart = {mark.name for mark in item.iter_markers()} & APART.get(folder, set())
-        streams.assign(item, streams.APART if apart else streams.SESSION_CLUSTER)
+        apart_module = item.path.relative_to(TESTS).as_posix() in APART_MODULES
+        streams.assign(item, streams.APART if apart or apart_module else streams.SESSION_CLUSTER)
     if wrong:
         raise pytest.UsageError("tests whose tier marker is missing or wrong:\n" + "\n".join(wrong))
     items.sort(key=lambda item: _folder_rank(_folder(item)))

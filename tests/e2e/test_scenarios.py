@@ -91,8 +91,8 @@ def test_killed_mwms_worker_restarts_the_group_and_resumes(
     tfjobs: TFJobs, backend: Backend
 ) -> None:
     """3. A worker SIGKILLed mid-training: one group restart, resume from the backup."""
-    tfjobs.create(set_args(example("mnist-mwms.yaml"), ["--epochs", "30"]))
-    wait_for_log(tfjobs, "mnist-mwms-worker-1", "epoch 3/30")
+    tfjobs.create(set_args(example("mnist-mwms.yaml"), ["--epochs", "15"]))
+    wait_for_log(tfjobs, "mnist-mwms-worker-1", "epoch 3/15")
     backend.kill_container(tfjobs.namespace, "mnist-mwms-worker-1")
     job = tfjobs.wait_state("mnist-mwms", "Succeeded", TRAINING_TIMEOUT)
     assert job["status"]["restartCount"] == 1

@@ -1,10 +1,12 @@
 """`make test`'s two streams (support/streams.py), on a tree of probe tests run by pytest
 with two xdist workers under the project's own tests/conftest.py: each stream on one
-worker, the `apart` stream's cluster tests after the host checks, and a SIGTERM to the
-controller tearing down both workers' fixtures."""
+worker (a module of APART_MODULES in the `apart` one), the `apart` stream's cluster tests
+after the host checks, and a SIGTERM to the controller tearing down both workers'
+fixtures."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import signal
@@ -49,12 +51,29 @@ def probe(name, seconds):
     time.sleep(seconds)
     record("end", name)
 """
+
+
+def apart_module() -> str:
+    """One of the modules tests/conftest.py's APART_MODULES moves to the `apart` stream."""
+    tree = ast.parse((TESTS / "conftest.py").read_text())
+    (value,) = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and [getattr(target, "id", None) for target in node.targets] == ["APART_MODULES"]
+    ]
+    modules: set[str] = ast.literal_eval(value)
+    return sorted(modules)[0]
+
+
 PROBES = {
     "unit/test_pure.py": ("unit", 1),
     "cluster/test_host.py": ("integration", 5),
     "trainer/test_tf.py": ("tensorflow", 1),
     "e2e/test_local.py": ("e2e", 0),
     "e2e/test_kind.py": ("kind", 0),
+    "integration/test_api.py": ("integration", 0),
+    apart_module(): ("integration", 0),
 }
 
 
@@ -111,8 +130,9 @@ def test_each_stream_runs_whole_on_its_worker_and_apart_clusters_wait_for_the_ho
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     seen = events(tmp_path)
-    session_cluster = {seen["start", name][0] for name in ("host", "local")}
-    apart = {seen["start", name][0] for name in ("pure", "tf", "kind")}
+    moved = Path(apart_module()).stem.removeprefix("test_")
+    session_cluster = {seen["start", name][0] for name in ("host", "local", "api")}
+    apart = {seen["start", name][0] for name in ("pure", "tf", "kind", moved)}
     assert len(session_cluster) == len(apart) == 1, seen
     assert session_cluster != apart, seen
     # The unit and trainer probes ran beside the host checks, the kind probe only after.
