@@ -31,9 +31,9 @@ from tfjob_localcluster.images import TRAINER
 from tfjob_operator.client import TFJobClient
 
 NAME = "mnist-tb"
-#: Enough for the browser to see the curve while the job trains, with room to spare: alone
-#: on the machine it showed 4 epochs of 24 (about a second each); the margin under load is
-#: printed in the section below.
+#: Enough for the browser to see the curve while the job trains, with room to spare: it
+#: first saw 3 to 5 epochs in a warm `make test`, 4 alone on the machine (an epoch takes
+#: about a second); the test prints what it saw in the section below.
 EPOCHS = 24
 #: The pytest output's section (support/summary.py) with the epochs the curve showed while
 #: the job trained, on each backend.

@@ -8,7 +8,8 @@ kind node booting). The tests split into two streams that share nothing but the 
   compare the host before and after a cluster of their own (tests/cluster);
 - `apart`: the tests that need none of it: those that need no cluster (unit, tools),
   TensorFlow processes on the host (tests/trainer), the scenarios on kind, the release's
-  own registry and clusters.
+  own registry and clusters; and, to even out the two, a few integration modules on a
+  local cluster of the stream's own (`APART_MODULES`).
 
 `tests/conftest.py` says which test is in which (`assign`, an `xdist_group` mark);
 with `--dist loadgroup`, `StreamScheduling` gives each stream whole to one worker, in
