@@ -8,9 +8,10 @@ Helm chart installs the operator, which runs as a pod from its image, as users r
 - local: the session's local cluster (tfjob_localcluster), the images imported into its
   containerd; containers are killed through that containerd.
 - kind: a kind cluster created for the module (tfjob_localcluster.kind: the project's
-  Docker engine and node image where the machine has neither), the images loaded with
-  `kind load docker-image`; containers are killed through the node's containerd. The
-  cluster is deleted after the module, and the host must then be as it was before.
+  Docker engine and node image where the machine has neither), the images loaded from
+  their tars with `kind load image-archive`; containers are killed through the node's
+  containerd. The cluster is deleted after the module, and the host must then be as it
+  was before.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 `KindCluster.start()` finds a Docker engine (engine.py: the machine's, else the
 project's own, installed and started where the machine allows), gets the node image
 (kindnode.py: the published one, else one assembled here), creates the cluster with the
-pinned kind, and loads the images built by `make images` with `kind load docker-image`.
+pinned kind, and loads the images built by `make images` from their tars in the cache
+with `kind load image-archive` (no copy through the engine: 39 s for the trainer image
+here, 65 s with `kind load docker-image`).
 `stop()` deletes the cluster and, if this run made it, the `kind` network, and stops the
 engine if it is the project's own. Installing the operator is left to the caller
 (the Helm chart, as users do).
@@ -133,8 +135,7 @@ class KindCluster(Cluster):
         if self.registry is not None:
             self._use_registry(self.registry)
         for image in self.images:
-            self.store.load_into(self.engine, image)
-            self._kind("load", "docker-image", image, "--name", self.name)
+            self._kind("load", "image-archive", str(self.store.tar(image)), "--name", self.name)
         self.say(f"kind cluster {self.name} ready in {time.monotonic() - started:.0f}s")
         return self
 
