@@ -49,8 +49,8 @@ APART = {
 }
 #: Modules of the `session-cluster` stream's folders that the `apart` stream runs instead,
 #: on a local cluster of its own (the session fixtures start one in its worker when a test
-#: there first asks for it): without them the `apart` stream ends about five minutes before
-#: the other, and these are about as long, with that cluster's start (docs/development.md).
+#: there first asks for it), to even out the two streams' lengths: chosen by their
+#: durations in a warm `make test` (docs/development.md).
 APART_MODULES = {"integration/test_leader_election.py", "integration/test_runtime_errors.py"}
 #: From a stream's first test of this folder on, clusters other than the session's may run
 #: beside it: the harness runs its tests mark `early_run` (support/early_runs.py) start in
