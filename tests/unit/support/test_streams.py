@@ -66,6 +66,7 @@ def apart_module() -> str:
     return sorted(modules)[0]
 
 
+APART_MODULE = apart_module()
 PROBES = {
     "unit/test_pure.py": ("unit", 1),
     "cluster/test_host.py": ("integration", 5),
@@ -73,7 +74,7 @@ PROBES = {
     "e2e/test_local.py": ("e2e", 0),
     "e2e/test_kind.py": ("kind", 0),
     "integration/test_api.py": ("integration", 0),
-    apart_module(): ("integration", 0),
+    APART_MODULE: ("integration", 0),
 }
 
 
@@ -130,7 +131,7 @@ def test_each_stream_runs_whole_on_its_worker_and_apart_clusters_wait_for_the_ho
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     seen = events(tmp_path)
-    moved = Path(apart_module()).stem.removeprefix("test_")
+    moved = Path(APART_MODULE).stem.removeprefix("test_")
     session_cluster = {seen["start", name][0] for name in ("host", "local", "api")}
     apart = {seen["start", name][0] for name in ("pure", "tf", "kind", moved)}
     assert len(session_cluster) == len(apart) == 1, seen
