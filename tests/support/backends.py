@@ -7,11 +7,13 @@ Helm chart installs the operator, which runs as a pod from its image, as users r
 
 - local: the session's local cluster (tfjob_localcluster), the images imported into its
   containerd; containers are killed through that containerd.
-- kind: a kind cluster created for the module (tfjob_localcluster.kind: the project's
-  Docker engine and node image where the machine has neither), the images loaded from
-  their tars with `kind load image-archive`; containers are killed through the node's
-  containerd. The cluster is deleted after the module, and the host must then be as it
-  was before.
+- kind: the session's kind cluster (tfjob_localcluster.kind: the project's Docker
+  engine and node image where the machine has neither), the images loaded from their
+  tars with `kind load image-archive`; containers are killed through the node's
+  containerd. The cluster is deleted at the session's end, and the host must then be as
+  it was before.
+
+On each, the chart is installed for a module's scenarios and uninstalled after them.
 """
 
 from __future__ import annotations
