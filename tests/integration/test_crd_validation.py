@@ -168,6 +168,12 @@ ACCEPTED = [
         ),
     ),
     (
+        "as-many-replicas-as-the-bound",
+        tfjob(
+            "job", {"Chief": replica_spec(1), "Worker": replica_spec(899), "PS": replica_spec(100)}
+        ),
+    ),
+    (
         "managed-by-another-controller",
         tfjob(runPolicy={"managedBy": "kueue.x-k8s.io/multikueue"}),
     ),

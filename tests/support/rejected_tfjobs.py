@@ -118,7 +118,26 @@ REJECTED = [
             "when there is no chief) decides when the job succeeds",
         ),
     ),
+    Rejected(
+        "more-replicas-in-total-than-the-bound",
+        tfjob(
+            "job", {"Chief": replica_spec(1), "Worker": replica_spec(900), "PS": replica_spec(100)}
+        ),
+        (
+            "spec.tfReplicaSpecs: Invalid value",
+            "the job has 1001 replicas of all types together, more than the limit of 1000: "
+            "every pod's TF_CONFIG names every replica",
+        ),
+    ),
     # ReplicaSpec
+    Rejected(
+        "more-workers-than-the-bound",
+        tfjob("job", {"Worker": replica_spec(1001)}),
+        (
+            "spec.tfReplicaSpecs.Worker.replicas: Invalid value: 1001",
+            "less than or equal to 1000",
+        ),
+    ),
     Rejected(
         "negative-replicas",
         tfjob("job", {"Worker": replica_spec(-1)}),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +21,7 @@ from .api import (
 )
 from .gang import Gang, join_gang
 from .spec import JobSpec, Replica
-from .tfconfig import JobConfigs, job_configs, tensorflow_port
+from .tfconfig import ENVIRONMENT_NAME, JobConfigs, encode, job_configs, tensorflow_port
 
 
 def selector_labels(job_name: str, replica: Replica) -> dict[str, str]:
@@ -161,12 +160,12 @@ def _prepare_tensorflow_container(
     The identity variables come first so that the template's own variables may refer to
     them with `$(NAME)` and may override them.
     """
-    own = [e for e in container.get("env") or [] if e.get("name") != "TF_CONFIG"]
+    own = [e for e in container.get("env") or [] if e.get("name") != ENVIRONMENT_NAME]
     names = {e.get("name") for e in own}
     env = [{"name": k, "value": v} for k, v in identity.items() if k not in names]
     env += own
     if config is not None:
-        env.append({"name": "TF_CONFIG", "value": json.dumps(config, separators=(",", ":"))})
+        env.append({"name": ENVIRONMENT_NAME, "value": encode(config)})
     container["env"] = env
     ports = container.setdefault("ports", [])
     if not any(p.get("name") == PORT_NAME for p in ports):

@@ -22,6 +22,15 @@ from .api import (
 
 #: Children are named `<job>-<type>-<index>`; Services need DNS-1035 labels.
 MAX_CHILD_NAME = 63
+#: The most replicas a TFJob may have, per type and in total (docs/status-and-metrics.md,
+#: "Bounds"). Every pod's TF_CONFIG names every training replica, and Linux refuses to
+#: start a process with an environment variable longer than 128 KiB: with the usual names
+#: (about 45 bytes an address) that is about 2,900 replicas, with names at their limits
+#: about 850. 1,000 keeps the usual job far inside it, bounds what one job costs the
+#: operator (its pods are rendered and sent in batches, children.py), and is refused at
+#: apply by the CRD; a job whose names still make TF_CONFIG too long fails before any pod
+#: is created (tfconfig.oversized).
+MAX_REPLICAS = 1000
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 #: Replica types in the order they are rendered and reported.
 REPLICA_ORDER = (
@@ -192,6 +201,8 @@ def _parse_replica_spec(
     replicas = raw.get("replicas", 1)
     if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
         errors.append(f"{path}.replicas: must be an integer >= 0, got {replicas!r}")
+    elif replicas > MAX_REPLICAS:
+        errors.append(f"{path}.replicas: {replicas} is more than the limit of {MAX_REPLICAS}")
     policy_raw = raw.get("restartPolicy") or RestartPolicy.NEVER.value
     if policy_raw not in {p.value for p in RestartPolicy}:
         errors.append(
@@ -228,6 +239,12 @@ def _topology_errors(specs: Mapping[ReplicaType, ReplicaSpec]) -> list[str]:
     workers = specs[ReplicaType.WORKER].replicas if ReplicaType.WORKER in specs else 0
     if ReplicaType.PS in specs and specs[ReplicaType.PS].replicas > 0 and workers == 0:
         errors.append("spec.tfReplicaSpecs: PS needs Worker replicas to train")
+    total = sum(spec.replicas for spec in specs.values())
+    if total > MAX_REPLICAS:
+        errors.append(
+            f"spec.tfReplicaSpecs: the job has {total} replicas in total, more than the limit "
+            f"of {MAX_REPLICAS}"
+        )
     deciding = sum(specs[t].replicas for t in specs if t.is_chief or t is ReplicaType.WORKER)
     if specs and deciding == 0:
         errors.append(

@@ -12,12 +12,22 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from .api import CONTAINER_NAME, DEFAULT_PORT, PORT_NAME, ReplicaType
 from .spec import JobSpec, Replica
 
 ClusterSpec = dict[str, list[str]]
+#: Linux's limit on one environment string, `TF_CONFIG=<value>` and its terminating NUL
+#: (MAX_ARG_STRLEN: 32 pages of 4 KiB): a container whose TF_CONFIG is longer cannot start,
+#: its exec fails with "argument list too long".
+MAX_ENVIRONMENT_STRING: Final = 128 * 1024
+ENVIRONMENT_NAME: Final = "TF_CONFIG"
+
+
+def encode(config: Mapping[str, Any]) -> str:
+    """TF_CONFIG's value as the pods get it."""
+    return json.dumps(config, separators=(",", ":"))
 
 
 def tensorflow_port(template: Mapping[str, Any]) -> int:
@@ -89,10 +99,23 @@ def cluster_digest(config: Mapping[str, Any] | None) -> str:
 
 @dataclass(frozen=True)
 class JobConfigs:
-    """TF_CONFIG and its cluster digest for every replica of a job, by replica key."""
+    """TF_CONFIG and its cluster digest for every replica of a job, by replica key, and
+    the length of the longest environment string it makes (`TF_CONFIG=<value>`)."""
 
     configs: dict[str, dict[str, Any] | None]
     digests: dict[str, str]
+    longest: int = 0
+
+    def oversized(self) -> str | None:
+        """Why no pod of the job could start with its TF_CONFIG, or None if they can."""
+        if self.longest <= MAX_ENVIRONMENT_STRING:
+            return None
+        return (
+            f"{ENVIRONMENT_NAME} would be {self.longest} bytes, more than the "
+            f"{MAX_ENVIRONMENT_STRING} bytes Linux allows one environment variable: it names "
+            "every replica's address, so no pod could start. Use fewer replicas, or a shorter "
+            "job name or namespace"
+        )
 
 
 def job_configs(
@@ -104,6 +127,7 @@ def job_configs(
     digests: dict[str, str] = {}
     cluster = training_cluster(job_name, namespace, spec, cluster_domain)
     training_digest = cluster_digest({"cluster": cluster})
+    last: dict[ReplicaType, dict[str, Any] | None] = {}
     for replica in spec.replicas():
         if spec.total_replicas <= 1 or replica.type is ReplicaType.EVALUATOR:
             config = tf_config(job_name, namespace, spec, replica, cluster_domain)
@@ -112,4 +136,10 @@ def job_configs(
             task = {"type": replica.type.tf_task_type, "index": replica.index}
             configs[replica.key] = {"cluster": cluster, "task": task, "environment": "cloud"}
             digests[replica.key] = training_digest
-    return JobConfigs(configs, digests)
+        last[replica.type] = configs[replica.key]
+    # The last replica of each type has the longest index, hence the longest TF_CONFIG.
+    longest = max(
+        (len(f"{ENVIRONMENT_NAME}={encode(c)}") + 1 for c in last.values() if c is not None),
+        default=0,
+    )
+    return JobConfigs(configs, digests, longest)

@@ -12,7 +12,7 @@ from typing import Any, Final
 from .. import tensorboard
 from ..api import CONTAINER_NAME as TENSORFLOW_CONTAINER
 from ..api import MANAGED_BY, ReplicaType
-from ..spec import DNS_1035, MAX_CHILD_NAME
+from ..spec import DNS_1035, MAX_CHILD_NAME, MAX_REPLICAS
 
 Rule = dict[str, Any]
 
@@ -136,7 +136,17 @@ def replica_specs_rules() -> list[Rule]:
             )
         )
     deciders = _cel_list(SUCCESS_DECIDING_TYPES)
+    total = "self.map(t, self[t].replicas).sum()"
+    why = "every pod's TF_CONFIG names every replica (docs/status-and-metrics.md, Bounds)"
     rules += [
+        _rule(
+            f"{total} <= {MAX_REPLICAS}",
+            f"the job's replicas of all types together must be at most {MAX_REPLICAS}: {why}",
+            messageExpression=(
+                f"'the job has %d replicas of all types together, more than the limit of "
+                f"{MAX_REPLICAS}: {why}'.format([{total}])"
+            ),
+        ),
         _rule(
             "!('PS' in self) || self.PS.replicas == 0 "
             "|| ('Worker' in self && self.Worker.replicas > 0)",

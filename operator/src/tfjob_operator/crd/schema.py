@@ -32,6 +32,7 @@ from ..api import (
     SuccessPolicy,
     TFJobApi,
 )
+from ..spec import MAX_REPLICAS
 from . import rules
 from .structural import QUANTITY_PATTERN, Schema, int_or_string
 
@@ -118,8 +119,10 @@ def replica_spec_schema(pod_template: Schema) -> Schema:
             "replicas": _integer(
                 "int32",
                 "Number of pods of this type; each gets its own headless Service named like "
-                "the pod, <job>-<type lowercase>-<index>.",
+                f"the pod, <job>-<type lowercase>-<index>. At most {MAX_REPLICAS}, and as many "
+                "for all types together: every pod's TF_CONFIG names every replica.",
                 minimum=0,
+                maximum=MAX_REPLICAS,
                 default=1,
             ),
             "restartPolicy": _string(
