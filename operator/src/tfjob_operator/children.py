@@ -2,7 +2,12 @@
 
 Pods and services are created and deleted alike; what differs is the API call, the
 counter and the noun in events, which `ChildKind` holds, so that the flow is written once
-(`ChildWrites`). Creates and deletes run concurrently. Events name every child an action
+(`ChildWrites`). Deletes run concurrently. Creates go out in batches of 1, 2, 4, ...
+replicas (a replica's service and pod together), as Kubernetes' Job controller creates a
+Job's pods, and stop at the first batch in which one failed: a template the API server
+refuses costs one request, not one per replica, and a job of a thousand replicas renders
+and holds one batch of pods at a time, while other jobs' writes get their turn between its
+batches. Events name every child an action
 touched rather than one event per child: a job of a hundred workers gets a readable
 `kubectl describe`, and the API server half the requests. A finished job's clean-up is one
 collection delete per kind, run beside the job's worker. A child the API server refuses is
@@ -19,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from .api import JobRef
-from .decide import Deletion
+from .decide import Creation, Deletion
 from .errors import ApiError
 from .events import NORMAL, WARNING, Event
 
@@ -30,6 +35,10 @@ logger = logging.getLogger(__name__)
 MAX_KEPT_IN_COLLECTION_DELETE: Final = 50
 #: A clean-up that failed is decided again after this long.
 CLEANUP_RETRY_SECONDS: Final = 5.0
+#: The most replicas one batch of creates holds (slow start doubles up to it): twice the
+#: writes the operator has in flight, so that a batch keeps the write slots busy while it
+#: lasts, and a small job's creates wait behind at most one batch of a large one's.
+MAX_CREATE_BATCH: Final = 32
 
 
 class Counter(Protocol):
@@ -68,7 +77,7 @@ class Children:
     job's children the watch cache shows."""
 
     kind: ChildKind
-    creates: Sequence[Mapping[str, Any]]
+    creates: Sequence[Creation]
     deletions: Sequence[Deletion]
     pending: Pending
     seen: Collection[str]
@@ -105,10 +114,10 @@ class ChildWrites:
         self._done: dict[tuple[str, str], list[str]] = defaultdict(list)
 
     async def apply(self, kinds: Sequence[Children]) -> None:
-        """Every kind's deletes and creates, concurrently; the first error is raised once
-        all have run. Deletes start in the order of `kinds`, creates in the reverse order:
-        the controller passes pods, then services, so that services are created first and
-        a pod's peers' names resolve as early as they can."""
+        """Every kind's deletes, concurrently, beside the creates in batches; the first
+        error is raised once all have run. Deletes start in the order of `kinds`; within a
+        replica's batch, creates in the reverse order: the controller passes pods, then
+        services, so that a replica's service is sent before its pod."""
         calls: list[Awaitable[None]] = []
         for children in kinds:
             children.pending.deleted.update(d.uid for d in children.deletions)
@@ -121,17 +130,48 @@ class ChildWrites:
             else:
                 self.host.spawn(self._clean_up(children, together))
             calls += [self._delete(children, d) for d in children.deletions if d not in together]
-        for children in reversed(kinds):
-            calls += [self._create(children, child) for child in children.creates]
+        calls.append(self._create_in_batches(kinds))
         results = await asyncio.gather(*calls, return_exceptions=True)
         self._report()
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             raise errors[0]
 
-    async def _create(self, children: Children, child: Mapping[str, Any]) -> None:
+    async def _create_in_batches(self, kinds: Sequence[Children]) -> None:
+        """Slow start: batches of 1, 2, 4, ... replicas, at most MAX_CREATE_BATCH, each
+        sent once the one before has been answered in full; none after a batch in which a
+        create failed (raised) or was refused."""
+        # A replica's pod and service share its name. The replicas go in the order of the
+        # first kind's creates (the pods'), then those that create only a later kind.
+        replicas: dict[str, list[tuple[Children, Creation]]] = {}
+        for children in kinds:
+            for creation in children.creates:
+                replicas.setdefault(creation.name, []).insert(0, (children, creation))
+        pending = list(replicas.values())
+        size = 1
+        while pending:
+            batch, pending = pending[:size], pending[size:]
+            sent = await asyncio.gather(
+                *(
+                    self._create(children, creation)
+                    for each in batch
+                    for children, creation in each
+                ),
+                return_exceptions=True,
+            )
+            errors = [r for r in sent if isinstance(r, BaseException)]
+            if errors:
+                raise errors[0]
+            if not all(sent):
+                return
+            size = min(2 * size, MAX_CREATE_BATCH)
+
+    async def _create(self, children: Children, creation: Creation) -> bool:
+        """Sends one create, its body rendered now; False if it was refused or the
+        namespace is going (no more creates for the job then)."""
         kind = children.kind
-        name = child["metadata"]["name"]
+        name = creation.name
+        child = creation.render()
         try:
             created = await kind.create(self.namespace, child)
         except ApiError as error:
@@ -139,12 +179,12 @@ class ChildWrites:
                 # As Kubernetes' own controllers do: not a failure, and no retry. The
                 # namespace's deletion removes the job, which ends its worker.
                 logger.debug("not creating %s %s/%s: %s", kind.noun, self.namespace, name, error)
-                return
+                return False
             if not error.refused:
                 self.host.record(Event(WARNING, f"FailedCreate{kind.noun.title()}", str(error)))
                 raise
             self.host.refused(kind.noun, child, error)
-            return
+            return False
         self.host.accepted(kind.noun, name)
         children.pending.created[name] = self.host.monotonic()
         if created:
@@ -152,6 +192,7 @@ class ChildWrites:
             self._done[
                 (f"SuccessfulCreate{kind.noun.title()}", f"Created {kind.plural} {{}}")
             ].append(name)
+        return True
 
     async def _delete(self, children: Children, deletion: Deletion) -> None:
         try:

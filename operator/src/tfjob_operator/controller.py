@@ -74,6 +74,8 @@ class Writes(Protocol):
     async def delete_service(self, namespace: str, name: str, uid: str) -> bool: ...
     async def create_deployment(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
     async def delete_deployment(self, namespace: str, name: str, uid: str) -> bool: ...
+    async def create_network_policy(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
+    async def delete_network_policy(self, namespace: str, name: str, uid: str) -> bool: ...
     async def delete_collection(
         self, namespace: str, plural: str, job_uid: str, keep: Collection[str]
     ) -> list[tuple[str, str]]: ...
@@ -136,7 +138,7 @@ class Caches:
     workloads: Store[WorkloadObservation] = field(default_factory=Store)
     #: The PodGroups of gang-scheduled jobs, of both gang schedulers (gang.py).
     pod_groups: Store[PodGroupObservation] = field(default_factory=Store)
-    #: The Deployments and Services of jobs' TensorBoards (tensorboard.py).
+    #: The Deployments, Services and NetworkPolicies of jobs' TensorBoards (tensorboard.py).
     tensorboards: Store[BoardObservation] = field(default_factory=Store)
 
 
@@ -182,11 +184,9 @@ class Expectations:
                 del pending.created[name]
         self.pods.deleted &= {p.uid for p in pods if not p.terminating}
         self.services.deleted &= {s.uid for s in services}
-        plan.create_pods = [
-            p for p in plan.create_pods if p["metadata"]["name"] not in self.pods.created
-        ]
+        plan.create_pods = [p for p in plan.create_pods if p.name not in self.pods.created]
         plan.create_services = [
-            s for s in plan.create_services if s["metadata"]["name"] not in self.services.created
+            s for s in plan.create_services if s.name not in self.services.created
         ]
         plan.delete_pods = [d for d in plan.delete_pods if d.uid not in self.pods.deleted]
         plan.delete_services = [
@@ -304,7 +304,7 @@ class Controller:
             self.cluster_domain,
         )
         _merge_board(job, plan, board)
-        self._hold_back_refused(job, plan, refusals)
+        self._hold_back_while_refused(job, plan, refusals)
         expected.skip_pending(plan, pods, services, self.clock.monotonic())
         self._hold_back_progress(key, plan)
         if plan.status is not None:
@@ -356,22 +356,21 @@ class Controller:
             return True
         return False
 
-    def _hold_back_refused(self, job: JobView, plan: Plan, refusals: Refusals) -> None:
-        """Keeps the refused children the plan creates again until their retry is due, and
-        forgets those it no longer creates."""
+    def _hold_back_while_refused(self, job: JobView, plan: Plan, refusals: Refusals) -> None:
+        """Creates nothing while a refused child the plan creates again waits for its retry,
+        and forgets the refused children it no longer creates. The creates' slow start
+        (children.py) stopped at that refusal; it starts again with the retry."""
         creates = (("pod", plan.create_pods), ("service", plan.create_services))
-        refusals.keep_only([(kind, c["metadata"]["name"]) for kind, made in creates for c in made])
+        refusals.keep_only([(kind, c.name) for kind, made in creates for c in made])
         if not refusals:
             return
         now = self.clock.monotonic()
-        plan.create_pods, plan.create_services = (
-            [
-                c
-                for c in made
-                if not refusals.backing_off((kind, c["metadata"]["name"]), job.generation, now)
-            ]
+        if any(
+            refusals.backing_off((kind, c.name), job.generation, now)
             for kind, made in creates
-        )
+            for c in made
+        ):
+            plan.create_pods, plan.create_services = [], []
 
     def _hold_back_progress(self, key: JobKey, plan: Plan) -> None:
         """Drops a status that only reports progress until it has waited its delay."""
@@ -514,25 +513,26 @@ class Controller:
         API server refuses (no role for Deployments, a quota) is an event, not a failed
         reconcile: the job runs on, and the next reconcile tries again."""
         namespace = job.ref.namespace
+        writes = {
+            "Deployment": (self.writes.create_deployment, self.writes.delete_deployment),
+            "Service": (self.writes.create_service, self.writes.delete_service),
+            "NetworkPolicy": (
+                self.writes.create_network_policy,
+                self.writes.delete_network_policy,
+            ),
+        }
         for child in board.delete:
             expected.created_boards.pop((child.kind, child.name), None)
-            if child.kind == "Deployment":
-                if await self.writes.delete_deployment(namespace, child.name, child.uid):
-                    message = f"Removed TensorBoard {child.name}: {board.why}"
-                    self._record(job, Event(NORMAL, "TensorBoardRemoved", message))
-            else:
-                await self.writes.delete_service(namespace, child.name, child.uid)
+            deleted = await writes[child.kind][1](namespace, child.name, child.uid)
+            if deleted and child.kind == "Deployment":
+                message = f"Removed TensorBoard {child.name}: {board.why}"
+                self._record(job, Event(NORMAL, "TensorBoardRemoved", message))
         for body in board.create:
             kind, name = body["kind"], body["metadata"]["name"]
             if not expected.creating_board(kind, name, self.clock.monotonic()):
                 continue
-            create = (
-                self.writes.create_deployment
-                if kind == "Deployment"
-                else self.writes.create_service
-            )
             try:
-                created = await create(namespace, body)
+                created = await writes[kind][0](namespace, body)
             except ApiError as error:
                 expected.created_boards.pop((kind, name), None)
                 if error.namespace_terminating:

@@ -17,7 +17,7 @@ Restart safety rests on three rules:
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -123,12 +123,25 @@ class Deletion:
     collectable: bool = False
 
 
+@dataclass(frozen=True)
+class Creation:
+    """A child to create: its name, and how to build its body.
+
+    The body is built when the batch that sends it goes out (children.py), not when the
+    plan is made: a pod's TF_CONFIG names every replica of its job, so a job of a thousand
+    replicas would otherwise hold a thousand such pods in memory at once.
+    """
+
+    name: str
+    render: Callable[[], dict[str, Any]]
+
+
 @dataclass
 class Plan:
     status: dict[str, Any] | None = None
-    create_pods: list[dict[str, Any]] = field(default_factory=list)
+    create_pods: list[Creation] = field(default_factory=list)
     delete_pods: list[Deletion] = field(default_factory=list)
-    create_services: list[dict[str, Any]] = field(default_factory=list)
+    create_services: list[Creation] = field(default_factory=list)
     delete_services: list[Deletion] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     #: Seconds until a deadline or TTL expires, when no watch event may arrive first.
@@ -279,6 +292,10 @@ class _Decision:
             self._finish_workload()
             self._expire(spec)
             return self._plan_with_status(spec)
+        configs = job_configs(self.ref.name, self.ref.namespace, spec, self.cluster_domain)
+        oversized = configs.oversized()
+        if oversized is not None:
+            return self._invalid(InvalidSpec([oversized]))
         try:
             self.gang = gang_scheduling.job_gang(spec, self.gangs)
         except InvalidSpec as error:
@@ -301,11 +318,10 @@ class _Decision:
             self.start_time = self.now_text
         if self._fail_if_past_deadline(spec):
             return self._plan_with_status(spec)
-        return self._reconcile_replicas(spec)
+        return self._reconcile_replicas(spec, configs)
 
-    def _reconcile_replicas(self, spec: JobSpec) -> Plan:
+    def _reconcile_replicas(self, spec: JobSpec, configs: JobConfigs) -> Plan:
         desired = {r.key: r for r in spec.replicas()}
-        configs = job_configs(self.ref.name, self.ref.namespace, spec, self.cluster_domain)
         digests = configs.digests
         current: dict[str, PodObservation] = {}
         stale: list[PodObservation] = []
@@ -629,10 +645,12 @@ class _Decision:
         training_blocked = any(
             p.replica is not None and p.replica.type is not ReplicaType.EVALUATOR for p in stale
         )
+        gates = tuple(self.passed)
         for key, replica in desired.items():
             name = replica.name(self.ref.name)
             if name not in self.occupied_service_names:
-                self.plan.create_services.append(render_service(self.ref, spec, replica))
+                render = functools.partial(render_service, self.ref, spec, replica)
+                self.plan.create_services.append(Creation(name, render))
             if pods_wait or replica.index in self.succeeded.get(replica.type.value, set()):
                 continue
             if key in current or name in self.occupied_pod_names:
@@ -640,7 +658,8 @@ class _Decision:
             if training_blocked and replica.type is not ReplicaType.EVALUATOR:
                 continue
             self.creating.append(replica)
-            pod = render_pod(
+            render = functools.partial(
+                _dressed_pod,
                 self.ref,
                 spec,
                 replica,
@@ -648,10 +667,9 @@ class _Decision:
                 self.cluster_domain,
                 configs,
                 self.gang,
+                gates,
             )
-            for gate in self.passed:
-                gate.dress(pod, replica)
-            self.plan.create_pods.append(pod)
+            self.plan.create_pods.append(Creation(name, render))
 
     def _clean_up(self, policy: Clean, finished: bool, keep: set[str] | None = None) -> None:
         """Applies cleanPodPolicy; services go with their pods (all of them under All).
@@ -840,6 +858,23 @@ class _Decision:
     def _requeue(self, seconds: float) -> None:
         current = self.plan.requeue_after
         self.plan.requeue_after = seconds if current is None else min(current, seconds)
+
+
+def _dressed_pod(
+    job: JobRef,
+    spec: JobSpec,
+    replica: Replica,
+    generation: int,
+    cluster_domain: str | None,
+    configs: JobConfigs,
+    gang: gang_scheduling.Gang | None,
+    gates: Sequence[Gate[Any]],
+) -> dict[str, Any]:
+    """The replica's pod with what each gate it passed adds to it."""
+    pod = render_pod(job, spec, replica, generation, cluster_domain, configs, gang)
+    for gate in gates:
+        gate.dress(pod, replica)
+    return pod
 
 
 def _ordered(replicas: set[Replica]) -> list[Replica]:

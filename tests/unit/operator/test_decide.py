@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,6 +14,8 @@ from tfjob_operator.api import KUBEFLOW, JobRef
 from tfjob_operator.decide import JobView, Plan, decide
 from tfjob_operator.observe import PodObservation, WorkloadObservation
 from tfjob_operator.refusals import Refusal
+from tfjob_operator.spec import MAX_CHILD_NAME, MAX_REPLICAS
+from tfjob_operator.tfconfig import MAX_ENVIRONMENT_STRING
 
 pytestmark = pytest.mark.unit
 
@@ -27,11 +30,14 @@ PSS = {
     }
 }
 ALL_MWMS = ("chief-0", "worker-0", "worker-1")
+#: A job of as many replicas as a TFJob may have.
+BOUND: dict[str, Any] = {"tfReplicaSpecs": {"Worker": replica_spec(MAX_REPLICAS)}}
+
 ALL_PSS = ("chief-0", "worker-0", "worker-1", "ps-0")
 
 
 def created(plan: Plan) -> list[str]:
-    return sorted(p["metadata"]["name"] for p in plan.create_pods)
+    return sorted(p.name for p in plan.create_pods)
 
 
 def deleted(plan: Plan) -> list[str]:
@@ -71,7 +77,7 @@ def settle(
 def test_new_job_creates_every_pod_and_service() -> None:
     plan = decide(job_view(PSS), [], [], NOW)
     assert created(plan) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
-    assert sorted(s["metadata"]["name"] for s in plan.create_services) == created(plan)
+    assert sorted(s.name for s in plan.create_services) == created(plan)
     assert plan.status is not None
     assert condition(written(plan), "Created")["status"] == "True"
     assert written(plan)["state"] == "Created"
@@ -185,7 +191,9 @@ def test_mwms_retryable_failure_restarts_the_whole_group_once() -> None:
     # Once every old pod is gone, the group comes back at generation 1.
     back = run(MWMS, [], plan.status)
     assert created(back) == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1"]
-    labels = {p["metadata"]["labels"]["tfjob.dev/replica-generation"] for p in back.create_pods}
+    labels = {
+        p.render()["metadata"]["labels"]["tfjob.dev/replica-generation"] for p in back.create_pods
+    }
     assert labels == {"1"}
 
 
@@ -457,7 +465,7 @@ def test_changed_replica_count_recreates_pods_without_counting_a_restart() -> No
     assert plan.create_pods == [], "new pods wait for the old cluster to be gone"
     assert written(plan)["restartCount"] == 0
     assert condition(written(plan), "Restarting")["reason"] == "ReplicasChanged"
-    assert "mnist-worker-2" in [s["metadata"]["name"] for s in plan.create_services]
+    assert "mnist-worker-2" in [s.name for s in plan.create_services]
     back = run(grown, [], plan.status)
     assert created(back) == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1", "mnist-worker-2"]
 
@@ -654,3 +662,28 @@ def test_a_gang_larger_than_the_job_waits_saying_why_until_lowered() -> None:
     # The pod waits for its gang: said once, and the job is not failed.
     pending = [pod(spec, "worker-0", "Pending")]
     assert run(spec, pending, plan.status).events == []
+
+
+def test_a_tf_config_too_long_for_the_environment_fails_the_job_before_any_pod() -> None:
+    """At the replica bound, names at their limits make TF_CONFIG longer than Linux lets an
+    environment variable be: no pod could start, so none is created."""
+    name = "j" * (MAX_CHILD_NAME - len("-worker-999"))
+    job = JobView(JobRef("n" * 63, name, "uid-1"), "1", 1, False, BOUND, {})
+    plan = decide(job, [], [], NOW, "cluster.local")
+    assert (plan.create_pods, plan.create_services) == ([], [])
+    failed = condition(written(plan), "Failed")
+    assert failed["reason"] == "InvalidSpec"
+    assert "more than the 131072 bytes Linux allows one environment variable" in failed["message"]
+    assert "Use fewer replicas, or a shorter job name or namespace" in failed["message"]
+
+
+def test_a_job_at_the_replica_bound_with_usual_names_renders_its_pods_a_batch_at_a_time() -> None:
+    plan = decide(job_view(BOUND), [], [], NOW, "cluster.local")
+    assert len(plan.create_pods) == MAX_REPLICAS
+    assert "Failed" not in {c["type"] for c in written(plan)["conditions"]}
+    pod = plan.create_pods[-1].render()
+    (config,) = [
+        e["value"] for e in pod["spec"]["containers"][0]["env"] if e["name"] == "TF_CONFIG"
+    ]
+    assert len(config) < MAX_ENVIRONMENT_STRING / 2
+    assert len(json.loads(config)["cluster"]["worker"]) == MAX_REPLICAS

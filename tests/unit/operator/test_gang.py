@@ -183,7 +183,7 @@ def test_a_new_gang_jobs_pods_wait_until_the_watch_shows_its_pod_group() -> None
     shown = decide(job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group()])
     assert shown.pod_group.create is None
     assert len(shown.create_pods) == 2
-    assert all(p["spec"]["schedulerName"] == PLUGINS for p in shown.create_pods)
+    assert all(p.render()["spec"]["schedulerName"] == PLUGINS for p in shown.create_pods)
 
 
 def test_pods_wait_while_an_earlier_jobs_pod_group_of_the_name_is_going() -> None:
@@ -210,7 +210,7 @@ def test_no_pods_while_the_gang_is_larger_than_the_job_then_all_once_lowered() -
     group = observed_group(minMember=10)
     waiting = decide(job_view(large), [], [], NOW, pod_groups=[group])
     assert (waiting.create_pods, waiting.pod_group.patch) == ([], None)
-    assert [s["metadata"]["name"] for s in waiting.create_services] == ["mnist-worker-0"]
+    assert [s.name for s in waiting.create_services] == ["mnist-worker-0"]
 
     lowered = gang_spec(workers=1, minAvailable=1)
     patched = decide(job_view(lowered), [], [], NOW, pod_groups=[group])
@@ -218,7 +218,7 @@ def test_no_pods_while_the_gang_is_larger_than_the_job_then_all_once_lowered() -
     assert patched.pod_group.patch[1] == {"spec": {"minMember": 1}}
     assert patched.create_pods == []
     shown = decide(job_view(lowered), [], [], NOW, pod_groups=[observed_group(minMember=1)])
-    assert [p["metadata"]["name"] for p in shown.create_pods] == ["mnist-worker-0"]
+    assert [p.name for p in shown.create_pods] == ["mnist-worker-0"]
 
 
 def test_the_pod_group_goes_when_the_job_finishes_or_is_suspended() -> None:

@@ -191,8 +191,8 @@ def test_an_admitted_job_creates_its_pods_on_the_flavors_nodes() -> None:
     waiting = decide(queued(), [], [], NOW).status
     admitted = workload(ADMITTED, flavor="a100")
     plan = decide(queued(waiting), [], [], NOW, None, [admitted], flavors={"a100": FLAVOR})
-    assert sorted(p["metadata"]["name"] for p in plan.create_pods) == [f"mnist-{k}" for k in PODS]
-    for created in plan.create_pods:
+    assert sorted(p.name for p in plan.create_pods) == [f"mnist-{k}" for k in PODS]
+    for created in (p.render() for p in plan.create_pods):
         assert created["spec"]["nodeSelector"] == {"pool": "a100"}
         assert created["spec"]["tolerations"] == list(FLAVOR.tolerations)
     resumed = suspended(plan)
@@ -205,7 +205,7 @@ def test_pods_of_a_topology_assignment_wait_for_kueue_to_place_them() -> None:
     admitted = workload(ADMITTED, flavor="a100", topology=True)
     plan = decide(queued(), [], [], NOW, None, [admitted], flavors={"a100": FLAVOR})
     assert len(plan.create_pods) == 3
-    for created in plan.create_pods:
+    for created in (p.render() for p in plan.create_pods):
         assert created["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/topology"}]
         assert created["metadata"]["annotations"]["kueue.x-k8s.io/workload"] == workload_name(JOB)
         replica = created["metadata"]["labels"]["tfjob.dev/replica-type"]
