@@ -48,8 +48,9 @@ class Choices:
     command: tuple[str, ...] = ("tfjob-train",)
     args: tuple[str, ...] | None = None
     namespace: str | None = None
-    shared_dir: str = "/tmp"
-    #: A PersistentVolumeClaim mounted at /shared instead of the host directory.
+    #: A host directory mounted at /shared; None: each pod's own emptyDir (unless `pvc`).
+    shared_dir: str | None = None
+    #: A PersistentVolumeClaim mounted at /shared.
     pvc: str | None = None
     #: With `pvc`: the size of the claim the file also declares; None: it exists already.
     pvc_size: str | None = None
@@ -116,6 +117,10 @@ def _check(choices: Choices) -> None:
         raise ScaffoldError("--gpus, --ps and --backoff-limit cannot be negative")
     if not choices.command:
         raise ScaffoldError("--command cannot be empty")
+    if choices.pvc is not None and choices.shared_dir is not None:
+        raise ScaffoldError("--pvc and --shared-dir both mount /shared: choose one")
+    if choices.shared_dir is not None and not choices.shared_dir.startswith("/"):
+        raise ScaffoldError(f"--shared-dir {choices.shared_dir!r}: not an absolute path")
     if choices.pvc is not None and not DNS_1123_SUBDOMAIN.match(choices.pvc):
         raise ScaffoldError(f"--pvc {choices.pvc!r}: not a valid claim name")
     if choices.pvc_size is not None and choices.pvc is None:
@@ -246,7 +251,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-arg", action="append", default=[], help="extra arg, repeatable")
     parser.add_argument("--namespace", default=None)
     parser.add_argument(
-        "--shared-dir", default="/tmp", help="host dir mounted at /shared (without --pvc)"
+        "--shared-dir",
+        default=None,
+        help="a host dir mounted at /shared (one node only; Pod Security baseline and "
+        "restricted refuse it); default: each pod's own emptyDir, unless --pvc",
     )
     parser.add_argument(
         "--pvc",
