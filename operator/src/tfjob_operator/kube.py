@@ -47,8 +47,9 @@ logger = logging.getLogger(__name__)
 
 JSON: Final = "application/json"
 MERGE_PATCH: Final = "application/merge-patch+json"
-#: Deployments' group and version (TensorBoards, tensorboard.py).
+#: Deployments' and NetworkPolicies' groups and versions (TensorBoards, tensorboard.py).
 APPS: Final = "/apis/apps/v1"
+NETWORKING: Final = "/apis/networking.k8s.io/v1"
 #: Where the classes a Kueue Workload's priority comes from are read, by kind.
 PRIORITY_CLASSES: Final = {
     "WorkloadPriorityClass": f"{KUEUE_WORKLOADS_PATH}/workloadpriorityclasses",
@@ -306,6 +307,13 @@ class Kube:
     async def delete_deployment(self, namespace: str, name: str, uid: str) -> bool:
         collection = collection_path(namespace, "deployments", APPS)
         return await self._delete(collection, name, uid, "deployment")
+
+    async def create_network_policy(self, namespace: str, body: Mapping[str, Any]) -> bool:
+        return await self._create(namespace, "networkpolicies", body, NETWORKING)
+
+    async def delete_network_policy(self, namespace: str, name: str, uid: str) -> bool:
+        collection = collection_path(namespace, "networkpolicies", NETWORKING)
+        return await self._delete(collection, name, uid, "networkpolicy")
 
     async def create_pod_group(self, namespace: str, body: Mapping[str, Any]) -> bool:
         """True if created, False if a PodGroup of that name already exists."""

@@ -15,6 +15,7 @@ import functools
 import logging
 import signal
 import socket
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -32,10 +33,11 @@ from .controller import Caches, Controller
 from .decide import JobView
 from .endpoints import Endpoints
 from .gang import POD_GROUP_APIS, GangSchedulers
-from .kube import APPS, ApiServerClient, Kube
+from .kube import APPS, NETWORKING, ApiServerClient, Kube
 from .leader import LEASES_PATH, Election, Elector, LeaseRecord
 from .limits import INVALID_POD_GRACE_SECONDS
 from .metrics import Metrics
+from .metrics_access import MetricsGuard
 from .observe import (
     WorkloadObservation,
     observe_pod,
@@ -144,8 +146,10 @@ async def run_operator(
     invalid_grace_seconds: float = INVALID_POD_GRACE_SECONDS,
     tensorboard_image: str | None = None,
     election: Election | None = None,
+    metrics_tls: ssl.SSLContext | None = None,
 ) -> int:
-    """Runs until SIGTERM or SIGINT (0) or until it stops leading (1)."""
+    """With `metrics_tls`, /metrics is served over it to callers the API server
+    authenticates and authorizes (metrics_access.py)."""
     connection = load_connection(kubeconfig)
     metrics = Metrics()
     api = ApiServerClient(connection, max_in_flight, metrics)
@@ -226,7 +230,7 @@ async def run_operator(
             )
             for group in POD_GROUP_APIS
         ]
-        # The Deployments and Services of jobs' TensorBoards (tensorboard.py).
+        # The Deployments, Services and NetworkPolicies of jobs' TensorBoards (tensorboard.py).
         watches += [
             Watch(
                 api,
@@ -239,6 +243,7 @@ async def run_operator(
             for plural, group_path, kind in (
                 ("deployments", APPS, "Deployment"),
                 ("services", "/api/v1", "Service"),
+                ("networkpolicies", NETWORKING, "NetworkPolicy"),
             )
         ]
         # Kueue's Workloads of queued jobs (queueing.py): Kueue may not be installed.
@@ -249,20 +254,26 @@ async def run_operator(
     for watch in watches:
         watch.restarted = metrics.watch_restarted(watch.resource.name)
     synced_flag: list[bool] = []
-    endpoints = Endpoints(metrics, ready=lambda: bool(synced_flag))
-    await endpoints.start(health_port, metrics_port)
+    guard = None
+    if metrics_tls is not None:
+        guard = MetricsGuard(
+            lambda path, body: api.request("POST", path, data=body, limit_seconds=10)
+        )
+    endpoints = Endpoints(metrics, ready=lambda: bool(synced_flag), guard=guard)
+    await endpoints.start(health_port, metrics_port, metrics_tls)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     scope_text = f"namespaces {', '.join(namespaces)}" if namespaces else "all namespaces"
     logger.info(
-        "tfjob-operator watching %s of %s on %s; /healthz and /readyz on :%d, /metrics on :%d",
+        "tfjob-operator watching %s of %s on %s; /healthz and /readyz on :%d, /metrics on :%d (%s)",
         " and ".join(a.crd_name for a in apis),
         scope_text,
         connection.server,
         health_port,
         metrics_port,
+        "HTTPS, to callers allowed to get /metrics" if guard else "HTTP",
     )
     watching: set[asyncio.Task[Any]] = {
         asyncio.create_task(w.run(), name=f"watch {w.describe}") for w in watches

@@ -13,7 +13,15 @@ do in the job's args; a `gs://`-style URL needs no volume.
 It runs from the job's start until `ttlSecondsAfterFinished` after the job ended (an hour
 unless set), then the operator deletes it; it is the job's child, so it also goes with the
 job. `status.tensorboard` says where it serves (`url`, inside the cluster), whether it is
-ready, and when it goes.
+ready, when it goes, and, when the API server refuses its pod (its ReplicaSet's
+ReplicaFailure, say a namespace's Pod Security), why.
+
+It is the operator's own pod, not the user's: it asks for what Pod Security "restricted"
+requires whatever the job's pods do, and runs as the job's pods' user (to read what they
+wrote) unless that is root. A NetworkPolicy lets only pods of the job's namespace reach it:
+a job's logs are not every tenant's. `tfjob-operator tensorboard` reaches it through the API
+server's port-forward, which enters the pod's own network namespace and is not subject to
+the policy.
 
 Like Kueue and gangs it sits beside the TFJob's own flow, which it never changes:
 `plan_board` is a pure function of the job, its status and what the watches show of its
@@ -50,6 +58,8 @@ PORT: Final = TENSORBOARD_PORT
 PORT_NAME: Final = "http"
 CONTAINER: Final = "tensorboard"
 NAME_SUFFIX: Final = "-tensorboard"
+#: The event of a TensorBoard whose pod the API server refuses.
+REFUSED_POD: Final = "FailedCreateTensorBoardPod"
 DEFAULT_TTL_SECONDS: Final = 3600
 #: What a TensorBoard asks for unless `resources` says otherwise: it is idle between page
 #: loads, and its memory grows with the runs and tags it holds.
@@ -57,6 +67,18 @@ DEFAULT_RESOURCES: Final[Mapping[str, Any]] = {
     "requests": {"cpu": "100m", "memory": "256Mi"},
     "limits": {"memory": "2Gi"},
 }
+#: What Pod Security "restricted" asks of a pod and of each container.
+POD_SECURITY: Final[Mapping[str, Any]] = {
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY: Final[Mapping[str, Any]] = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
+#: What the TensorBoard takes of the job's pods' securityContext: who they run as, so that
+#: it may read what they wrote.
+IDENTITY_FIELDS: Final = ("runAsUser", "runAsGroup", "fsGroup", "supplementalGroups")
 #: The job variables logDir may name, as the job's args do (render.job_environment).
 JOB_VARIABLES: Final = ("TFJOB_NAME", "TFJOB_NAMESPACE", "TFJOB_UID")
 FIELDS: Final = ("logDir", "ttlSecondsAfterFinished", "image", "resources")
@@ -76,7 +98,9 @@ class BoardSpec:
 
 @dataclass(frozen=True, slots=True)
 class BoardObservation:
-    """A Deployment or Service of a job's TensorBoard, as its watch shows it."""
+    """A Deployment, Service or NetworkPolicy of a job's TensorBoard, as its watch shows
+    it; a Deployment's `refused` is why its ReplicaSet could not create its pod (the
+    ReplicaFailure condition the Deployment takes from it)."""
 
     kind: str
     name: str
@@ -84,6 +108,7 @@ class BoardObservation:
     owner_uid: str | None
     digest: str = ""
     available: bool = False
+    refused: str | None = None
 
 
 @dataclass
@@ -202,6 +227,11 @@ def plan_board(
     }
     if remove_at is not None:
         plan.status["removeAfter"] = to_rfc3339(remove_at)
+    if deployment is not None and deployment.refused and not plan.delete:
+        message = f"the API server refused the TensorBoard's pod: {deployment.refused}"
+        plan.status["message"] = message
+        if not isinstance(previous, Mapping) or previous.get("message") != message:
+            plan.events.append(Event(WARNING, REFUSED_POD, message, series=name))
     return plan
 
 
@@ -222,9 +252,9 @@ def _remove(plan: BoardPlan, mine: Sequence[BoardObservation], why: str) -> None
 
 def render_board(
     job: JobRef, spec: JobSpec, board: BoardSpec, image: str
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The TensorBoard's Deployment and Service; raises InvalidBoard when logDir lies on no
-    volume of the job's leading replica."""
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The TensorBoard's Deployment, Service and NetworkPolicy; raises InvalidBoard when
+    logDir lies on no volume of the job's leading replica."""
     name = board_name(job.name)
     leader = spec.leader() or next(spec.replicas(), None)
     if leader is None:
@@ -247,15 +277,17 @@ def render_board(
         "readinessProbe": {"httpGet": {"path": "/", "port": PORT_NAME}, "periodSeconds": 2},
         "resources": dict(board.resources or DEFAULT_RESOURCES),
         "volumeMounts": mounts,
+        "securityContext": dict(CONTAINER_SECURITY),
     }
     template_spec: dict[str, Any] = {
         "containers": [container],
         "volumes": volumes,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
+        "securityContext": _pod_security(pod_spec.get("securityContext") or {}),
     }
-    # As the job's pods run: the same user (to read what they wrote), registries, taints.
-    for key in ("securityContext", "imagePullSecrets", "tolerations"):
+    # As the job's pods run: the same registries and taints.
+    for key in ("imagePullSecrets", "tolerations"):
         if pod_spec.get(key):
             template_spec[key] = pod_spec[key]
     deployment_spec: dict[str, Any] = {
@@ -289,7 +321,29 @@ def render_board(
             ],
         },
     }
-    return deployment, service
+    # Pods of the job's namespace, on TensorBoard's port; nothing else (see the module).
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata,
+        "spec": {
+            "podSelector": {"matchLabels": selector},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [{"podSelector": {}}], "ports": [{"port": PORT, "protocol": "TCP"}]}
+            ],
+        },
+    }
+    return deployment, service, policy
+
+
+def _pod_security(job_pods: Mapping[str, Any]) -> dict[str, Any]:
+    """What restricted requires, as the job's pods' user unless that is root (it only reads
+    what they wrote; root may read anything, so the image's own user reads it too)."""
+    identity = {k: job_pods[k] for k in IDENTITY_FIELDS if k in job_pods}
+    if identity.get("runAsUser") == 0:
+        del identity["runAsUser"]
+    return {**identity, **POD_SECURITY}
 
 
 def _volumes_of(
@@ -332,6 +386,14 @@ def observe_board(kind: str, body: Mapping[str, Any]) -> BoardObservation:
     """`kind` is the watch's: the items of a list do not say theirs."""
     metadata = body.get("metadata") or {}
     status = body.get("status") or {}
+    failure = next(
+        (
+            c
+            for c in status.get("conditions") or []
+            if c.get("type") == "ReplicaFailure" and c.get("status") == "True"
+        ),
+        None,
+    )
     return BoardObservation(
         kind=kind,
         name=metadata.get("name", ""),
@@ -339,4 +401,5 @@ def observe_board(kind: str, body: Mapping[str, Any]) -> BoardObservation:
         owner_uid=controller_uid(metadata),
         digest=(metadata.get("labels") or {}).get(LABEL_TENSORBOARD_DIGEST, ""),
         available=int(status.get("availableReplicas") or 0) > 0,
+        refused=str(failure.get("message") or failure.get("reason")) if failure else None,
     )

@@ -150,9 +150,13 @@ def test_it_waits_for_the_job_to_start_and_stays_while_a_started_job_is_suspende
 def test_a_started_job_gets_a_deployment_and_a_service_that_read_its_claim() -> None:
     job = view(spec({"logDir": LOG_DIR}), STARTED)
     result = plan(job)
-    deployment, service = result.create
-    assert (deployment["kind"], service["kind"]) == ("Deployment", "Service")
-    assert deployment["metadata"]["name"] == service["metadata"]["name"] == "mnist-tensorboard"
+    deployment, service, policy = result.create
+    assert (deployment["kind"], service["kind"], policy["kind"]) == (
+        "Deployment",
+        "Service",
+        "NetworkPolicy",
+    )
+    assert {b["metadata"]["name"] for b in result.create} == {"mnist-tensorboard"}
     assert deployment["metadata"]["ownerReferences"][0]["uid"] == JOB.uid
     pod = deployment["spec"]["template"]["spec"]
     (container,) = pod["containers"]
@@ -166,7 +170,17 @@ def test_a_started_job_gets_a_deployment_and_a_service_that_read_its_claim() -> 
     assert pod["volumes"] == [
         {"name": "data", "persistentVolumeClaim": {"claimName": "training", "readOnly": True}}
     ]
-    assert pod["securityContext"] == {"runAsUser": 1000, "fsGroup": 1000}
+    # As the job's pods' user, with what Pod Security "restricted" requires.
+    assert pod["securityContext"] == {
+        "runAsUser": 1000,
+        "fsGroup": 1000,
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
     assert pod["tolerations"] == [{"key": "gpu", "operator": "Exists"}]
     assert pod["automountServiceAccountToken"] is False
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
@@ -174,6 +188,12 @@ def test_a_started_job_gets_a_deployment_and_a_service_that_read_its_claim() -> 
     assert labels == {LABEL_TENSORBOARD_OF: "mnist"}
     assert service["spec"]["selector"] == pod_labels
     assert "tfjob.dev/job-name" not in pod_labels, "the replicas' watch must not see it"
+    # Only pods of the job's namespace reach it, on its port.
+    assert policy["spec"] == {
+        "podSelector": {"matchLabels": pod_labels},
+        "policyTypes": ["Ingress"],
+        "ingress": [{"from": [{"podSelector": {}}], "ports": [{"port": 6006, "protocol": "TCP"}]}],
+    }
     assert result.status == {
         "name": "mnist-tensorboard",
         "url": "http://mnist-tensorboard.ml.svc:6006/",
@@ -196,7 +216,7 @@ def test_once_shown_nothing_is_created_again_and_ready_follows_the_deployment() 
 def test_a_changed_tensorboard_spec_replaces_the_deployment() -> None:
     old = [shown(b) for b in plan(view(spec({"logDir": LOG_DIR}), STARTED)).create]
     result = plan(view(spec({"logDir": LOG_DIR, "image": "other:1"}), STARTED), old)
-    assert sorted(o.kind for o in result.delete) == ["Deployment", "Service"]
+    assert sorted(o.kind for o in result.delete) == ["Deployment", "NetworkPolicy", "Service"]
     assert result.create == []
     assert old[0].digest
     assert (
@@ -222,7 +242,7 @@ def test_it_stays_after_the_job_ends_until_its_ttl_then_goes() -> None:
     assert kept.status["removeAfter"] == to_rfc3339(NOW + timedelta(seconds=10))
     later = {**done, "completionTime": to_rfc3339(NOW - timedelta(seconds=30))}
     gone = plan(view(spec(board), later), observed)
-    assert sorted(o.kind for o in gone.delete) == ["Deployment", "Service"]
+    assert sorted(o.kind for o in gone.delete) == ["Deployment", "NetworkPolicy", "Service"]
     assert gone.status is None
     assert gone.create == []
     assert gone.why == "ttlSecondsAfterFinished: 30s after the job finished"
@@ -233,8 +253,49 @@ def test_children_of_an_earlier_job_of_the_name_are_not_this_jobs() -> None:
     newer = JobView(JobRef("ml", "mnist", "uid-2"), "1", 1, False, spec({"logDir": LOG_DIR}),
                     STARTED)  # fmt: skip
     result = plan(newer, observed)
-    assert [b["kind"] for b in result.create] == ["Deployment", "Service"]
+    assert [b["kind"] for b in result.create] == ["Deployment", "Service", "NetworkPolicy"]
     assert result.delete == []
+
+
+def test_a_job_running_as_root_gets_a_tensorboard_that_does_not() -> None:
+    body = spec({"logDir": LOG_DIR})
+    body["tfReplicaSpecs"]["Worker"]["template"]["spec"]["securityContext"] = {
+        "runAsUser": 0,
+        "runAsNonRoot": False,
+        "privileged": True,
+    }
+    deployment = plan(view(body, STARTED)).create[0]
+    assert deployment["spec"]["template"]["spec"]["securityContext"] == {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def test_a_pod_the_api_server_refuses_is_said_in_the_status_and_an_event_once() -> None:
+    """The Deployment takes its ReplicaSet's ReplicaFailure: a namespace's Pod Security, a
+    quota."""
+    job = view(spec({"logDir": LOG_DIR}), STARTED)
+    refusal = 'pods "mnist-tensorboard-5d8f7-x2x" is forbidden: exceeded quota: compute'
+    observed = []
+    for body in plan(job).create:
+        conditions = [{"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+                       "message": refusal}]  # fmt: skip
+        shown_body = {**body, "metadata": {**body["metadata"], "uid": f"uid-{body['kind']}"}}
+        observed.append(
+            observe_board(body["kind"], {**shown_body, "status": {"conditions": conditions}})
+        )
+    result = plan(job, observed)
+    assert result.status is not None
+    assert result.status["ready"] is False
+    message = f"the API server refused the TensorBoard's pod: {refusal}"
+    assert result.status["message"] == message
+    assert [(e.reason, e.message) for e in result.events] == [
+        ("FailedCreateTensorBoardPod", message)
+    ]
+    again = plan(
+        view(spec({"logDir": LOG_DIR}), {**STARTED, "tensorboard": result.status}), observed
+    )
+    assert again.events == [], "reported once, as the status says it already"
 
 
 def test_a_log_dir_on_no_volume_is_refused_with_the_reason() -> None:
@@ -274,7 +335,7 @@ def test_the_url_carries_the_cluster_domain_when_the_operator_has_one() -> None:
 def test_a_job_that_stops_asking_loses_its_tensorboard() -> None:
     observed = [shown(b) for b in plan(view(spec({"logDir": LOG_DIR}), STARTED)).create]
     result = plan(view(spec(), STARTED), observed)
-    assert sorted(o.kind for o in result.delete) == ["Deployment", "Service"]
+    assert sorted(o.kind for o in result.delete) == ["Deployment", "NetworkPolicy", "Service"]
     assert result.status is None
 
 
