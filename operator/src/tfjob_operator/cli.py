@@ -75,6 +75,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     run.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port")
     run.add_argument(
+        "--metrics-secure",
+        action="store_true",
+        help="serve /metrics over HTTPS, only to callers the API server authenticates and "
+        "allows to get /metrics (TokenReview, SubjectAccessReview; the chart's default)",
+    )
+    run.add_argument(
+        "--metrics-cert-dir",
+        default=None,
+        metavar="DIR",
+        help="with --metrics-secure: tls.crt and tls.key to serve with (default: a "
+        "self-signed certificate made at start)",
+    )
+    run.add_argument(
         "--max-in-flight",
         type=int,
         default=MAX_IN_FLIGHT,
@@ -214,6 +227,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         from .leader import ElectionError
         from .logs import configure_logging
+        from .metrics_access import serving_context
         from .operator_main import run_operator
     except ModuleNotFoundError as missing:
         print(
@@ -227,7 +241,12 @@ def _run(args: argparse.Namespace) -> int:
     try:
         gangs = GangSchedulers.configure(args.gang_scheduler_name, args.scheduler_plugins_name)
         election = _election(args) if args.leader_elect else None
-    except (ValueError, ElectionError) as error:
+        if args.health_port == args.metrics_port:
+            raise ValueError("--health-port and --metrics-port must differ")
+        if args.metrics_cert_dir and not args.metrics_secure:
+            raise ValueError("--metrics-cert-dir needs --metrics-secure")
+        tls = serving_context(args.metrics_cert_dir) if args.metrics_secure else None
+    except (ValueError, ElectionError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return ExitCode.ERROR
     return asyncio.run(
@@ -244,6 +263,7 @@ def _run(args: argparse.Namespace) -> int:
             invalid_grace_seconds=args.invalid_pod_grace_seconds,
             tensorboard_image=args.tensorboard_image,
             election=election,
+            metrics_tls=tls,
         )
     )
 
