@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import secrets
+import ssl
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,9 @@ from tfjob_localcluster.chart import (
 )
 from tfjob_localcluster.checkout import CHART
 from tfjob_localcluster.images import OPERATOR
+from tfjob_operator.client.forward import PortForward
+from tfjob_operator.client.rest import Rest
+from tfjob_operator.connection import load_connection
 
 pytestmark = pytest.mark.integration
 
@@ -115,7 +121,18 @@ def test_kustomize_install_is_accepted_by_the_api_server(kubectl: Any, core_v1: 
             assert "deployment.apps/tfjob-operator" in applied, applied
             assert "customresourcedefinition.apiextensions.k8s.io/tfjobs.tfjob.dev" in applied
         namespaced = kubectl("kustomize", str(ROOT / "manifests/overlays/namespaced")).stdout
-        assert "kind: ClusterRole\n" not in namespaced
+        # The operator's own permissions are Roles; what stays cluster-wide is for users
+        # (their roles, the role to read /metrics) and the reviews /metrics asks for.
+        cluster_wide = {
+            (o["kind"], o["metadata"]["name"])
+            for o in yaml.safe_load_all(namespaced)
+            if o["kind"] in ("ClusterRole", "ClusterRoleBinding")
+        }
+        assert cluster_wide == {
+            *(("ClusterRole", f"tfjob-operator-{role}") for role in ("admin", "edit", "view")),
+            ("ClusterRole", "tfjob-operator-metrics-reader"),
+            ("ClusterRoleBinding", "tfjob-operator-auth-delegator"),
+        }
         assert "--namespace=tfjob-jobs" in namespaced
         kubeflow = list(
             yaml.safe_load_all(
@@ -126,7 +143,11 @@ def test_kustomize_install_is_accepted_by_the_api_server(kubectl: Any, core_v1: 
             o["metadata"]["name"] for o in kubeflow if o["kind"] == "CustomResourceDefinition"
         )
         assert crds == ["tfjobs.kubeflow.org", "tfjobs.tfjob.dev"]
-        (role,) = [o for o in kubeflow if o["kind"] == "ClusterRole"]
+        (role,) = [
+            o
+            for o in kubeflow
+            if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "tfjob-operator"
+        ]
         assert all(r["apiGroups"] == ["tfjob.dev", "kubeflow.org"] for r in role["rules"][:2])
         (deployment,) = [o for o in kubeflow if o["kind"] == "Deployment"]
         assert "--kubeflow" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -173,6 +194,127 @@ def test_installed_operator_runs_a_tfjob_under_the_chart_identity(
     tfjobs.wait_pods("installed", lambda p: len(p) == 1, "workers cleaned up")
     reporters = {e.reporting_component for e in tfjobs.events("installed")}
     assert reporters == {"tfjob-operator"}
+
+
+def _allowed(
+    k8s_client: Any, user: str, verb: str, group: str, resource: str, namespace: str, **more: str
+) -> bool:
+    """The API server's authorizer, asked for `user` (in system:authenticated)."""
+    review = client.V1SubjectAccessReview(
+        spec=client.V1SubjectAccessReviewSpec(
+            user=user,
+            groups=["system:authenticated"],
+            resource_attributes=client.V1ResourceAttributes(
+                verb=verb, group=group, resource=resource, namespace=namespace, **more
+            ),
+        )
+    )
+    answer = client.AuthorizationV1Api(k8s_client).create_subject_access_review(review)
+    return bool(answer.status.allowed)
+
+
+def test_users_bound_to_the_built_in_edit_and_view_roles_get_tfjobs(
+    kubectl: Any, release_namespace: str, namespace: str, k8s_client: Any
+) -> None:
+    """The chart's user roles aggregate into Kubernetes' edit and view (the API server's
+    ClusterRole aggregation fills them in): nothing TFJob-specific to bind."""
+    rbac = client.RbacAuthorizationV1Api(k8s_client)
+    for user, role in (("alice", "edit"), ("bob", "view")):
+        rbac.create_namespaced_role_binding(
+            namespace,
+            {
+                "metadata": {"name": f"{user}-{role}"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": role},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                              "name": user}],
+            },
+        )  # fmt: skip
+
+    def can(user: str, verb: str, group: str = "tfjob.dev", **more: str) -> bool:
+        return _allowed(k8s_client, user, verb, group, "tfjobs", namespace, **more)
+
+    wait_until(
+        lambda: can("alice", "create") and can("bob", "list"),
+        30,
+        "the user roles aggregated into edit and view",
+        interval=0.5,
+    )
+    for verb in ("create", "get", "list", "watch", "update", "patch", "delete"):
+        assert can("alice", verb), f"edit may {verb} TFJobs"
+        assert can("alice", verb, "kubeflow.org"), f"edit may {verb} kubeflow.org TFJobs"
+    assert can("alice", "get", subresource="status")
+    assert not can("alice", "patch", subresource="status"), "the status is the operator's"
+    for verb in ("get", "list", "watch"):
+        assert can("bob", verb)
+        assert can("bob", verb, "kubeflow.org")
+    for verb in ("create", "update", "patch", "delete"):
+        assert not can("bob", verb), f"view may not {verb} TFJobs"
+    elsewhere = release_namespace
+    assert not _allowed(k8s_client, "alice", "list", "tfjob.dev", "tfjobs", elsewhere)
+    assert not _allowed(k8s_client, "alice", "create", "tfjob.dev", "tfjobs", elsewhere)
+    # What following a job takes comes with edit already.
+    for verb, resource, sub in (
+        ("get", "pods", "log"),
+        ("create", "pods", "portforward"),
+        ("list", "events", ""),
+        ("create", "persistentvolumeclaims", ""),
+    ):
+        assert _allowed(k8s_client, "alice", verb, "", resource, namespace, subresource=sub)
+
+
+def test_metrics_are_served_over_https_to_a_reader_only(
+    kubectl: Any, release_namespace: str, namespace: str, k8s_client: Any, kubeconfig: str
+) -> None:
+    """metrics.secure (the chart's default): a service account bound to the chart's
+    metrics-reader role is served, another is forbidden, no token is unauthorized."""
+    for account in ("scraper", "tenant"):
+        kubectl("create", "serviceaccount", account, "-n", namespace)
+    kubectl(
+        "create", "clusterrolebinding", f"{namespace}-scraper",
+        f"--clusterrole={RELEASE}-metrics-reader", f"--serviceaccount={namespace}:scraper",
+    )  # fmt: skip
+    try:
+        tokens = {
+            account: kubectl("create", "token", account, "-n", namespace).stdout.strip()
+            for account in ("scraper", "tenant")
+        }
+        rest = Rest(load_connection(kubeconfig))
+        selector = "app.kubernetes.io/name=tfjob-operator"
+        port = default_values()["metrics"]["port"]
+        with PortForward(rest, release_namespace, selector, port) as forward:
+            url = forward.url.replace("http://", "https://") + "metrics"
+            served = wait_until(
+                lambda: _scrape(url, tokens["scraper"]),
+                30,
+                "the operator's /metrics through the port-forward",
+                until=lambda answer: answer[0] == 200,
+                interval=1,
+            )
+            assert "tfjob_operator_pods_created_total" in served[1]
+            forbidden = _scrape(url, tokens["tenant"])
+            assert forbidden == (
+                403,
+                f"system:serviceaccount:{namespace}:tenant may not get /metrics\n",
+            )
+            assert _scrape(url, None)[0] == 401
+    finally:
+        kubectl("delete", "clusterrolebinding", f"{namespace}-scraper")
+
+
+def _scrape(url: str, token: str | None) -> tuple[int, str]:
+    """GET `url` over TLS without verifying the operator's self-signed certificate."""
+    insecure = ssl.create_default_context()
+    insecure.check_hostname = False
+    insecure.verify_mode = ssl.CERT_NONE
+    request = urllib.request.Request(url)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=insecure) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
 
 
 def test_the_chart_runs_a_leader_and_a_standby_and_a_deleted_leaders_jobs_go_on(
@@ -264,6 +406,12 @@ def test_rbac_grants_exactly_what_the_operator_uses(
         ("create", "apps", "deployments"),
         ("watch", "apps", "deployments"),
         ("delete", "apps", "deployments"),
+        ("create", "networking.k8s.io", "networkpolicies"),
+        ("watch", "networking.k8s.io", "networkpolicies"),
+        ("delete", "networking.k8s.io", "networkpolicies"),
+        # Who may read /metrics (metrics_access.py).
+        ("create", "authentication.k8s.io", "tokenreviews"),
+        ("create", "authorization.k8s.io", "subjectaccessreviews"),
     ]:
         assert can(verb, group, resource, *subresource), (
             f"the operator needs {verb} {resource}.{group} {subresource}"
@@ -276,6 +424,7 @@ def test_rbac_grants_exactly_what_the_operator_uses(
         ("update", "tfjob.dev", "tfjobs"),
         ("patch", "apps", "deployments"),
         ("update", "apps", "deployments"),
+        ("update", "networking.k8s.io", "networkpolicies"),
         ("list", "", "nodes"),
         ("create", "", "pods", "exec"),
         ("update", "tfjob.dev", "tfjobs", "status"),

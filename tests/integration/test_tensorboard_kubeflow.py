@@ -88,6 +88,9 @@ def test_a_kubeflow_job_gets_its_tensorboard_from_the_annotation(
         "ready": True,
     }
     apps = client.AppsV1Api(core_v1.api_client)
+    networking = client.NetworkingV1Api(core_v1.api_client)
+    policy = networking.read_namespaced_network_policy("board-tensorboard", namespace)
+    assert policy.spec.pod_selector.match_labels == {"tfjob.dev/tensorboard-of": "board"}
     deployment = apps.read_namespaced_deployment("board-tensorboard", namespace)
     pod = deployment.spec.template.spec
     assert pod.volumes[0].persistent_volume_claim.claim_name == "logs"
@@ -132,3 +135,40 @@ def test_a_bad_annotation_is_reported_and_the_job_runs_regardless(
     assert events[0].message == message
     assert events[0].count == 1, "reported once, not at every reconcile"
     assert not client.AppsV1Api(core_v1.api_client).list_namespaced_deployment(namespace).items
+
+
+def test_a_tensorboard_pod_the_api_server_refuses_is_reported_and_the_job_runs(
+    kubeflow_operator: OperatorProcess, namespace: str, core_v1: client.CoreV1Api
+) -> None:
+    """A quota of one pod: the worker takes it, the TensorBoard's ReplicaSet is refused, and
+    the job's status and events say so in the API server's words."""
+    core_v1.create_namespaced_resource_quota(
+        namespace, {"metadata": {"name": "one-pod"}, "spec": {"hard": {"pods": "1"}}}
+    )
+    wait_until(
+        lambda: core_v1.read_namespaced_resource_quota("one-pod", namespace).status.hard,
+        30,
+        "the quota controller to count the namespace's pods",
+        interval=0.2,
+    )
+    core_v1.create_namespaced_persistent_volume_claim(namespace, CLAIM)
+    tfjobs = TFJobs(core_v1.api_client, namespace, group="kubeflow.org")
+    tfjobs.create(kubeflow_job("crowded", json.dumps({"logDir": "/logs"})))
+    job = tfjobs.wait_for(
+        "crowded",
+        lambda j: "message" in ((j.get("status") or {}).get("tensorboard") or {}),
+        "status.tensorboard.message",
+        120,
+    )
+    board = job["status"]["tensorboard"]
+    assert board["ready"] is False
+    assert board["message"].startswith("the API server refused the TensorBoard's pod: pods ")
+    assert "exceeded quota: one-pod" in board["message"]
+    assert job["status"]["state"] == "Running"
+    events = [
+        e
+        for e in core_v1.list_namespaced_event(namespace).items
+        if e.reason == "FailedCreateTensorBoardPod"
+    ]
+    assert len(events) == 1, "one Event, its count the ReplicaSet's tries"
+    assert events[0].message.startswith("the API server refused the TensorBoard's pod: pods ")

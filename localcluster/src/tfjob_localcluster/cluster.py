@@ -187,6 +187,11 @@ class LocalCluster(Cluster):
             self.slot = None
         (self.state_dir / "cluster.json").unlink(missing_ok=True)
 
+    def user_kubeconfig(self, user: str) -> Path:
+        if self.control_plane is None:
+            raise ClusterError("the cluster is not running")
+        return self.control_plane.client_kubeconfig(f"user-{user}", user)
+
     def check(self) -> None:
         """Raises ClusterError if any component has exited."""
         if self.control_plane is None or self.node_process is None:

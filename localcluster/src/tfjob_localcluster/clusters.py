@@ -37,5 +37,10 @@ class Cluster(Started):
     def check(self) -> None:
         """Raises, saying what and with its last log lines, if a part has stopped."""
 
+    @abstractmethod
+    def user_kubeconfig(self, user: str) -> Path:
+        """A kubeconfig that authenticates as `user` with a client certificate of the
+        cluster's CA: an identity with no role of its own, to try what a role grants."""
+
     def kubectl_command(self, *args: str) -> list[str]:
         return [str(self.kubectl), f"--kubeconfig={self.kubeconfig}", *args]

@@ -33,6 +33,7 @@ from tfjob_localcluster import engine, kindnode, packages
 from tfjob_localcluster.binaries import MissingBinaryError, locate
 from tfjob_localcluster.clusters import Cluster
 from tfjob_localcluster.images import ImageStore, MissingImageError
+from tfjob_localcluster.kubeconfig import write_kubeconfig
 from tfjob_localcluster.loopback import LoopbackRelay
 from tfjob_localcluster.node.files import registry_hosts
 
@@ -188,6 +189,24 @@ class KindCluster(Cluster):
             raise KindError(f"kind cluster {self.name}: {error}") from None
         if stopped or not running:
             raise KindError(f"kind cluster {self.name}: nodes not running: {stopped or 'all'}")
+
+    def user_kubeconfig(self, user: str) -> Path:
+        """kubeadm's `kubeconfig user` in the control-plane node signs the certificate with
+        the cluster's CA; its server is the node's own address, so the credentials go into
+        a copy of the admin kubeconfig, which reaches the API server from here."""
+        node = f"{self.name}-control-plane"
+        signed = yaml.safe_load(
+            self.node_exec(node, "kubeadm", "kubeconfig", "user", f"--client-name={user}")
+        )
+        admin = yaml.safe_load(self.kubeconfig.read_text())
+        context = admin["contexts"][0]
+        config = {
+            **admin,
+            "users": [{"name": user, "user": signed["users"][0]["user"]}],
+            "contexts": [{"name": user, "context": {**context["context"], "user": user}}],
+            "current-context": user,
+        }
+        return write_kubeconfig(self.workdir / f"user-{user}.kubeconfig", config)
 
     def containers(self) -> list[str]:
         mine = f"label={CLUSTER_LABEL}={self.name}"

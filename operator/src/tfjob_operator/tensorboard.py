@@ -228,9 +228,11 @@ def plan_board(
     if remove_at is not None:
         plan.status["removeAfter"] = to_rfc3339(remove_at)
     if deployment is not None and deployment.refused and not plan.delete:
+        # The message follows the ReplicaSet's latest try (each names a new pod); the event
+        # marks the transition only.
         message = f"the API server refused the TensorBoard's pod: {deployment.refused}"
         plan.status["message"] = message
-        if not isinstance(previous, Mapping) or previous.get("message") != message:
+        if not isinstance(previous, Mapping) or "message" not in previous:
             plan.events.append(Event(WARNING, REFUSED_POD, message, series=name))
     return plan
 

@@ -296,6 +296,16 @@ def test_a_pod_the_api_server_refuses_is_said_in_the_status_and_an_event_once() 
         view(spec({"logDir": LOG_DIR}), {**STARTED, "tensorboard": result.status}), observed
     )
     assert again.events == [], "reported once, as the status says it already"
+    # The ReplicaSet's next try names another pod: the message follows, no new event.
+    retried = [
+        BoardObservation(o.kind, o.name, o.uid, o.owner_uid, o.digest, refused=refusal + "!")
+        for o in observed
+    ]
+    status = {**STARTED, "tensorboard": result.status}
+    later = plan(view(spec({"logDir": LOG_DIR}), status), retried)
+    assert later.status is not None
+    assert later.status["message"].endswith("!")
+    assert later.events == []
 
 
 def test_a_log_dir_on_no_volume_is_refused_with_the_reason() -> None:
