@@ -10,10 +10,13 @@ import re
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from bench import ROOT, report
+from bench.big_job import DEFAULT_SMALL_JOBS, run_big_job
+from bench.big_job import table as big_job_table
 from bench.cluster import served_tfjobs
 from bench.floor import run_floor
 from bench.operator_run import run_operator
@@ -94,6 +97,18 @@ def parser() -> argparse.ArgumentParser:
         help="cluster state (default: a new dir in the cache, $TFJOB_CACHE/bench/)",
     )
     p.add_argument("--keep-state", action="store_true", help="keep the clusters' state dirs")
+    p.add_argument(
+        "--big-job",
+        action="store_true",
+        help="instead of the N runs: one TFJob at the replica bound beside --small-jobs TFJobs "
+        "of --replicas, against the large job's floor (bench/big_job.py)",
+    )
+    p.add_argument(
+        "--small-jobs",
+        type=int,
+        default=DEFAULT_SMALL_JOBS,
+        help=f"with --big-job: the small TFJobs beside it (default {DEFAULT_SMALL_JOBS})",
+    )
     p.add_argument(
         "--no-standby",
         dest="standby",
@@ -185,6 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = datetime.datetime.now(datetime.UTC)
     runs: list[dict[str, Any]] = []
     say(f"state in {work_dir}; results to {json_path}")
+    if args.big_job:
+        return _big_job(settings, args, work_dir, json_path, started)
     try:
         for size in settings.sizes:
             for round_ in range(1, settings.rounds + 1):
@@ -221,6 +238,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print(window)
     print(f"\nresults: {json_path}, {png_path}")
+    return 0
+
+
+def _big_job(
+    settings: Settings,
+    args: argparse.Namespace,
+    work_dir: Path,
+    json_path: Path,
+    started: datetime.datetime,
+) -> int:
+    """`--big-job`: its three phases, their JSON and table."""
+    alone = replace(settings, standby=False)
+    try:
+        result = run_big_job(alone, args.small_jobs, say)
+    except (Exception, KeyboardInterrupt) as error:
+        _write(json_path, {**report.document(alone, started, [], error=repr(error))})
+        say(f"failed: {error}")
+        if args.work_dir is None:
+            statedirs.keep(work_dir)
+        say(f"cluster state and logs kept in {work_dir}")
+        return 1
+    doc = {**report.document(alone, started, []), "complete": True, "big_job": result}
+    _write(json_path, doc)
+    if not args.keep_state:
+        statedirs.remove(work_dir)
+    elif args.work_dir is None:
+        statedirs.keep(work_dir)
+    print(report.header(doc))
+    print()
+    print(big_job_table(result))
+    print(f"\nresults: {json_path}")
     return 0
 
 
