@@ -42,7 +42,7 @@ PLATFORMS ?= linux/amd64,linux/arm64
 IMAGES ?= operator,trainer,trainer-gpu
 DIST ?= dist
 
-.PHONY: help env binaries cluster-binaries images project-images test check lint format typecheck unit integration e2e demo cluster cluster-down bench chaos e2e-kind crd manifests examples generated-check version release clean
+.PHONY: help env binaries cluster-binaries images project-images test test-full check lint format typecheck unit integration e2e demo cluster cluster-down bench chaos e2e-kind crd manifests examples generated-check version release clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -96,8 +96,11 @@ typecheck: env ## mypy, strict, on all the Python: product, harnesses, hack/ and
 # release's own clusters), side by side.
 STREAMS := -n 2 --dist loadgroup
 
-test: env images binaries lint typecheck ## Everything that runs here: lint, types, unit, integration, e2e
+test: env images binaries lint typecheck ## Everything that runs here: lint, types, unit, integration, e2e (each scenario once)
 	$(PYTEST) $(STREAMS) $(PYTEST_ARGS)
+
+test-full: env images binaries lint typecheck ## make test with every e2e scenario on the local cluster and on kind (the nightly workflow)
+	$(PYTEST) $(STREAMS) --backends local,kind $(PYTEST_ARGS)
 
 unit: env ## Unit tests only
 	$(PYTEST) -m unit $(PYTEST_ARGS)
@@ -107,8 +110,8 @@ check: lint typecheck unit ## What needs no cluster and no build: lint, types, u
 integration: env images binaries ## Integration tests (the local cluster)
 	$(PYTEST) -m integration $(PYTEST_ARGS)
 
-e2e: env images binaries ## End-to-end tests (real TensorFlow in containers)
-	$(PYTEST) -m e2e $(PYTEST_ARGS)
+e2e: env images binaries ## End-to-end tests (real TensorFlow in containers), every scenario on the local cluster
+	$(PYTEST) -m e2e --backends local $(PYTEST_ARGS)
 
 crd: env ## Regenerate the TFJob CRD (chart crds/ and its manifests/ copy)
 	$(BIN)/python -m hack.gen_crd

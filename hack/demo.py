@@ -34,15 +34,14 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "hack" / "localcluster" / "src"))
+from tfjob_localcluster import chart, diagnose
+from tfjob_localcluster.binaries import cache_root
+from tfjob_localcluster.chart import InstallError, install_operator
+from tfjob_localcluster.images import PROJECT_IMAGES
+from tfjob_localcluster.kind import KindCluster, KindError, unavailable
+from tfjob_operator.client.results import results_in
 
-from tfjob_localcluster import chart, diagnose  # noqa: E402
-from tfjob_localcluster.binaries import cache_root  # noqa: E402
-from tfjob_localcluster.chart import InstallError, install_operator  # noqa: E402
-from tfjob_localcluster.images import PROJECT_IMAGES  # noqa: E402
-from tfjob_localcluster.kind import KindCluster, KindError, unavailable  # noqa: E402
-from tfjob_operator.client.results import results_in  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 EXAMPLES = ("mnist-mwms.yaml", "mnist-pss.yaml")
 NAMESPACE = "demo"

@@ -1,6 +1,6 @@
 """End-to-end scenarios: TFJobs that train real TensorFlow models across pods.
 
-Each scenario runs on every selected backend (see support/backends.py) and asserts on the
+Each scenario runs on the selected backends (see support/backends.py) and asserts on the
 TFJob's status, its events and the trainer's `TFJOB_RESULT` line read from pod logs.
 """
 
@@ -53,6 +53,7 @@ def wait_for_log(tfjobs: TFJobs, pod: str, needle: str, timeout: float = 240) ->
     )
 
 
+@pytest.mark.demo_path
 def test_mwms_two_workers_train_digits(tfjobs: TFJobs) -> None:
     """1. MultiWorkerMirroredStrategy, 2 workers: Succeeded, accuracy above the threshold."""
     tfjobs.create(example("mnist-mwms.yaml"))
@@ -65,6 +66,7 @@ def test_mwms_two_workers_train_digits(tfjobs: TFJobs) -> None:
     tfjobs.wait_events("mnist-mwms", ["TFJobSucceeded"])
 
 
+@pytest.mark.demo_path
 def test_pss_with_evaluator_succeeds_when_the_chief_finishes(tfjobs: TFJobs) -> None:
     """2. ParameterServerStrategy with an evaluator: ps and workers cleaned up."""
     tfjobs.create(example("mnist-pss.yaml"))

@@ -1,9 +1,12 @@
 """Where the end-to-end scenarios run: the local cluster, or a kind cluster.
 
-The scenarios are written once against `Backend`; `--backends` picks which run
-(default: both; kind skips, with its reason, where it cannot run here). On both, the
-operator and trainer images built by `make images` are in the node's runtime and the
-Helm chart installs the operator, which runs as a pod from its image, as users run it.
+The scenarios are written once against `Backend`. By default (`make test`) each runs once:
+on kind, the setup the project promises to verify, except those marked `demo_path`, the
+path `make demo` runs (the chart and the two examples), which run on the local cluster.
+`--backends local,kind` runs every scenario on each backend named (`make test-full`, the
+nightly workflow). kind skips, with its reason, where it cannot run here. On both, the
+operator and trainer images built by `make images` are in the node's runtime and the Helm
+chart installs the operator, which runs as a pod from its image, as users run it.
 
 - local: the session's local cluster (tfjob_localcluster), the images imported into its
   containerd; containers are killed through that containerd.
@@ -42,6 +45,8 @@ from tfjob_localcluster.kind import KindCluster
 from tfjob_localcluster.ociregistry import OciRegistry
 
 BACKENDS = ("local", "kind")
+#: `--backends`' default: each scenario once, on kind or (`demo_path`) on the local cluster.
+ONCE = "once"
 RELEASE_NAMESPACE = "tfjob-system"
 #: (backend, namespace) of a scenario, set by its `tfjobs` fixture for the diagnosis.
 SCENARIO_KEY = pytest.StashKey[tuple["Backend", str]]()
@@ -137,15 +142,21 @@ class KindBackend(ChartBackend):
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--backends",
-        default=",".join(BACKENDS),
-        help="comma-separated e2e backends to run: local, kind (default: both; kind skips "
-        "where it cannot run here)",
+        default=ONCE,
+        help="comma-separated e2e backends every scenario runs on: local, kind; default "
+        f"{ONCE!r}: each scenario once, on kind, or on the local cluster if marked "
+        "demo_path (kind skips where it cannot run here)",
     )
 
 
-def backend_params(config: pytest.Config) -> list[Any]:
-    """The backends `--backends` chose, each marked as what it needs (e2e, kind)."""
-    chosen = [b.strip() for b in config.getoption("--backends").split(",") if b.strip()]
+def backend_params(config: pytest.Config, demo_path: bool = False) -> list[Any]:
+    """The backends `--backends` chose for a scenario (`demo_path`: of the path `make demo`
+    runs), each marked as what it needs (e2e, kind)."""
+    option = config.getoption("--backends")
+    if option == ONCE:
+        chosen = ["local" if demo_path else "kind"]
+    else:
+        chosen = [b.strip() for b in option.split(",") if b.strip()]
     unknown = set(chosen) - set(BACKENDS)
     if unknown:
         raise pytest.UsageError(f"--backends: unknown {', '.join(sorted(unknown))}")
@@ -155,8 +166,9 @@ def backend_params(config: pytest.Config) -> list[Any]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
+        demo_path = metafunc.definition.get_closest_marker("demo_path") is not None
         metafunc.parametrize(
-            "backend", backend_params(metafunc.config), indirect=True, scope="module"
+            "backend", backend_params(metafunc.config, demo_path), indirect=True, scope="module"
         )
 
 
