@@ -80,7 +80,9 @@ def expected_files() -> dict[Path, str]:
             ],
         ),
         # The ClusterRole's rules are a list without a merge key: the patch replaces them.
-        KUBEFLOW / "rbac.yaml": dump([o for o in kubeflow if o["kind"] == "ClusterRole"]),
+        KUBEFLOW / "rbac.yaml": dump(
+            [o for o in kubeflow if o["kind"] == "ClusterRole" and o["metadata"]["name"] == RELEASE]
+        ),
         KUBEFLOW / "kustomization.yaml": _kustomization(
             resources=["../../base", "crd/tfjobs.kubeflow.org.yaml"],
             patches=[{"path": "rbac.yaml"}, _args_patch(deployment, "--kubeflow")],
