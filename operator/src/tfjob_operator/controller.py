@@ -339,10 +339,8 @@ class Controller:
                 ),
             )
         self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
-        retry = refusals.next_retry(self.clock.monotonic())
-        if retry is None or (plan.requeue_after is not None and plan.requeue_after < retry):
-            return plan.requeue_after
-        return retry
+        plan.look_again_within(refusals.next_retry(self.clock.monotonic()))
+        return plan.requeue_after
 
     async def _refuse_name(self, job: JobView, holder: JobRef) -> bool:
         """Fails `job`, whose name `holder` holds; False if its status changed meanwhile."""
@@ -383,9 +381,7 @@ class Controller:
         wait = self._progress_since.setdefault(key, now) + PROGRESS_WRITE_DELAY_SECONDS - now
         if wait > 0:
             plan.status = None
-            plan.requeue_after = (
-                wait if plan.requeue_after is None else min(plan.requeue_after, wait)
-            )
+            plan.look_again_within(wait)
 
     def _record(self, job: JobView, event: Event) -> None:
         """Posts an event without waiting for it: events never hold up a decision. A repeat
@@ -457,9 +453,7 @@ class Controller:
                 )
                 self._record(job, Event(WARNING, "FailedCreateWorkload", message))
                 wait = MISSING_CLASS_RETRY_SECONDS
-                plan.requeue_after = (
-                    wait if plan.requeue_after is None else min(plan.requeue_after, wait)
-                )
+                plan.look_again_within(wait)
                 return
             await self._create_prerequisite(
                 job,
@@ -755,11 +749,7 @@ def _merge_board(job: JobView, plan: Plan, board: BoardPlan) -> None:
             # the next reconcile, reading the old status, would report it again.
             plan.status_write = StatusWrite.TRANSITION
     plan.events += board.events
-    if board.requeue_after is not None:
-        current = plan.requeue_after
-        plan.requeue_after = (
-            board.requeue_after if current is None else min(current, board.requeue_after)
-        )
+    plan.look_again_within(board.requeue_after)
 
 
 def error_backoff(errors: int) -> float:

@@ -160,6 +160,13 @@ class Plan:
     #: other jobs' writes; progress a moment later (status.py).
     status_write: status_of.StatusWrite = status_of.StatusWrite.PROGRESS
 
+    def look_again_within(self, seconds: float | None) -> None:
+        """Decide again at most `seconds` from now: the soonest of every reason to (None:
+        no reason)."""
+        if seconds is not None:
+            current = self.requeue_after
+            self.requeue_after = seconds if current is None else min(current, seconds)
+
 
 def decide(
     job: JobView,
@@ -466,7 +473,7 @@ class _Decision:
             return False
         remaining = (self._refusal_deadline(refusal) - self.now).total_seconds()
         if remaining > 0:
-            self._requeue(remaining)
+            self.plan.look_again_within(remaining)
             return False
         seconds = self.invalid_grace.total_seconds()
         self._fail(
@@ -609,7 +616,7 @@ class _Decision:
             return False
         remaining = deadline - (self.now - from_rfc3339(self.start_time)).total_seconds()
         if remaining > 0:
-            self._requeue(remaining)
+            self.plan.look_again_within(remaining)
             return False
         self._fail(
             spec,
@@ -626,7 +633,7 @@ class _Decision:
         if remaining <= 0:
             self.plan.delete_job = True
         else:
-            self._requeue(remaining)
+            self.plan.look_again_within(remaining)
 
     # -- children -----------------------------------------------------------------------------
 
@@ -854,10 +861,6 @@ class _Decision:
 
     def _event(self, kind: str, reason: str, message: str, series: str = "") -> None:
         self.plan.events.append(Event(kind, reason, message, series))
-
-    def _requeue(self, seconds: float) -> None:
-        current = self.plan.requeue_after
-        self.plan.requeue_after = seconds if current is None else min(current, seconds)
 
 
 def _dressed_pod(
