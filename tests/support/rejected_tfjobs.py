@@ -126,7 +126,7 @@ REJECTED = [
         (
             "spec.tfReplicaSpecs: Invalid value",
             "the job has 1001 replicas of all types together, more than the limit of 1000: "
-            "every pod's TF_CONFIG names every replica",
+            "the TF_CONFIG of every pod names every replica",
         ),
     ),
     # ReplicaSpec

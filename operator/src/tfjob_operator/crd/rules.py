@@ -137,7 +137,8 @@ def replica_specs_rules() -> list[Rule]:
         )
     deciders = _cel_list(SUCCESS_DECIDING_TYPES)
     total = "self.map(t, self[t].replicas).sum()"
-    why = "every pod's TF_CONFIG names every replica (docs/status-and-metrics.md, Bounds)"
+    # No quote in it: it goes into a CEL string literal.
+    why = "the TF_CONFIG of every pod names every replica (docs/shared-clusters.md)"
     rules += [
         _rule(
             f"{total} <= {MAX_REPLICAS}",
