@@ -156,8 +156,11 @@ def test_a_tensorboard_pod_the_api_server_refuses_is_reported_and_the_job_runs(
     tfjobs.create(kubeflow_job("crowded", json.dumps({"logDir": "/logs"})))
     job = tfjobs.wait_for(
         "crowded",
-        lambda j: "message" in ((j.get("status") or {}).get("tensorboard") or {}),
-        "status.tensorboard.message",
+        lambda j: (
+            "message" in ((j.get("status") or {}).get("tensorboard") or {})
+            and j["status"].get("state") == "Running"
+        ),
+        "the job Running, and status.tensorboard.message",
         120,
     )
     board = job["status"]["tensorboard"]
