@@ -147,6 +147,7 @@ class LocalCluster(Cluster):
             rest = self.control_plane.rest()
             for collection, obj in addons.kubelet_api_access(KUBELET_CLIENT_USER):
                 rest.create_or_replace(collection, obj)
+            since = _heartbeats_from()
             self._start_node(self.control_plane, self.slot, deadline)
             self.control_plane.start_controllers(deadline)
             self.load_images(NODE_IMAGES)
@@ -155,7 +156,7 @@ class LocalCluster(Cluster):
                 *addons.local_path_storage(LOCAL_PATH_PROVISIONER, BUSYBOX),
             ]:
                 rest.create_or_replace(collection, obj)
-            self._wait_ready(deadline)
+            self._wait_ready(deadline, since)
         except BaseException:
             self.stop()
             raise
@@ -255,8 +256,9 @@ class LocalCluster(Cluster):
         cgroups.create(slot.cgroup_root)
         time.sleep(down_seconds)
         deadline = time.monotonic() + timeout
+        since = _heartbeats_from()
         self._start_node(plane, slot, deadline)
-        self._wait_ready(deadline)
+        self._wait_ready(deadline, since)
 
     def use_registry(self, address: str) -> None:
         """Lets the node pull from the plain-HTTP registry at `address` on the host's
@@ -398,14 +400,11 @@ class LocalCluster(Cluster):
             f"the node did not start; last lines of {process.log_path}:\n{process.tail()}"
         )
 
-    def _wait_ready(self, deadline: float) -> None:
-        """Until the Node is Ready, CoreDNS and the volume provisioner are available and
-        service accounts work."""
+    def _wait_ready(self, deadline: float, since: str) -> None:
+        """Until the Node is Ready by a heartbeat at or after `since` (_heartbeats_from),
+        CoreDNS and the volume provisioner are available and service accounts work."""
         assert self.control_plane is not None
         rest = self.control_plane.rest()
-        started = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=1)).strftime(
-            "%Y-%m-%dT%H:%M:%SZ"
-        )
         waiting_for = "the Node"
         while time.monotonic() < deadline:
             self.check()
@@ -425,7 +424,7 @@ class LocalCluster(Cluster):
                 continue
             # A Node object kept from an earlier run (the state dir keeps etcd) is Ready
             # too: only a heartbeat from this start counts.
-            if not _ready_since(node, started):
+            if not _ready_since(node, since):
                 waiting_for = f"node {self.node_name} to be Ready"
             elif not (dns.get("status") or {}).get("availableReplicas"):
                 waiting_for = "CoreDNS to be available"
@@ -455,6 +454,16 @@ class LocalCluster(Cluster):
             "startup_seconds": round(self.startup_seconds, 2),
         }
         (self.state_dir / "cluster.json").write_text(json.dumps(info, indent=2))
+
+
+def _heartbeats_from() -> str:
+    """The moment from which a Node's heartbeat is this start's, taken before the kubelet
+    starts: a kubelet whose status does not change reports it again only every five minutes
+    (nodeStatusReportFrequency), so on a restart whose images are all there already, a
+    Ready it reported before the wait began would not come again within the wait. A second
+    earlier: heartbeats have whole seconds."""
+    moment = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=1)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _ready_since(node: Mapping[str, Any], since: str) -> bool:

@@ -15,6 +15,9 @@ from typing import Any
 
 from tfjob_localcluster.pki import KeyPair
 
+#: Tries of a replace that conflicts with a controller's write of the same object.
+CONFLICT_ATTEMPTS = 5
+
 
 class RestError(RuntimeError):
     def __init__(self, status: int, message: str) -> None:
@@ -65,17 +68,25 @@ class Rest:
     def create_or_replace(self, collection: str, body: dict[str, Any]) -> None:
         """PUT over the object if it exists (a restarted cluster keeps its objects), else
         POST it. Looked up first: POSTing a Service whose clusterIP its earlier copy holds
-        fails as Invalid (IP already allocated), not as AlreadyExists."""
+        fails as Invalid (IP already allocated), not as AlreadyExists. A PUT that lost to a
+        controller's write (409: the restarted controllers update what they own) is tried
+        again on the newer version, as client-go's RetryOnConflict does."""
         path = f"{collection}/{body['metadata']['name']}"
-        try:
-            current = self.request("GET", path)
-        except RestError as error:
-            if error.status != 404:
-                raise
-            self.request("POST", collection, body)
-            return
-        body = {**body, "metadata": {**body["metadata"], **_version(current)}}
-        self.request("PUT", path, body)
+        for attempt in range(CONFLICT_ATTEMPTS):
+            try:
+                current = self.request("GET", path)
+            except RestError as error:
+                if error.status != 404:
+                    raise
+                self.request("POST", collection, body)
+                return
+            replacement = {**body, "metadata": {**body["metadata"], **_version(current)}}
+            try:
+                self.request("PUT", path, replacement)
+                return
+            except RestError as error:
+                if error.status != 409 or attempt == CONFLICT_ATTEMPTS - 1:
+                    raise
 
 
 def _version(current: dict[str, Any]) -> dict[str, str]:
