@@ -25,21 +25,21 @@ No exits: these are figures of creation, where a large job costs most.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bench import measure
 from bench.cluster import DRIVER_USER, FLOOR_USER, NAMESPACE, OPERATOR_USER, BenchCluster
+from bench.floor import creation, floor_span
+from bench.operator_run import driving, submission, wait_quiet
 from bench.procstats import MIB, Sampler, group_usage
 from bench.progress import Progress
 from bench.settings import Settings
 from bench.shape import Shape, floor_objects, job_names, tfjob
 from bench.stats import summarize
-from bench.watching import watching
 from harness import audit
-from harness.apiclient import ApiClient, bounded, reply_message
+from harness.apiclient import ApiClient, bounded
 from harness.operator_process import OperatorProcess
 from tfjob_operator.spec import MAX_REPLICAS
 
@@ -47,8 +47,6 @@ from tfjob_operator.spec import MAX_REPLICAS
 BIG_SHAPE = Shape((("Chief", 1), ("Worker", MAX_REPLICAS - 1)))
 BIG_NAME = "bench-big"
 DEFAULT_SMALL_JOBS = 50
-#: The operator counts as quiet when the audit log has not grown for this long.
-QUIET_SECONDS = 2.0
 
 
 class BigJobError(RuntimeError):
@@ -115,14 +113,7 @@ def _floor(settings: Settings, say: Callable[[str], None]) -> float:
         requests = audit.read(cluster.audit_log)
     if failures:
         raise BigJobError(f"{len(failures)} floor creates failed; first: {failures[0]}")
-    mine = audit.completed(requests, FLOOR_USER)
-    creates = audit.created(mine, "pods") + audit.created(mine, "services")
-    if measure.distinct_names(creates) != len(objects):
-        raise BigJobError(
-            f"the audit log shows {measure.distinct_names(creates)} objects created by "
-            f"{FLOOR_USER}, expected {len(objects)}"
-        )
-    span = measure.creation_span(mine, creates)
+    span = floor_span(requests, len(objects))
     say(f"floor: {len(objects)} objects in {span.seconds:.2f}s")
     return span.seconds
 
@@ -138,19 +129,11 @@ async def _create_directly(
         ) as floor,
     ):
         body = tfjob(settings.api_version, BIG_NAME, BIG_SHAPE)
-        status, reply = await driver.send("POST", settings.jobs_path(NAMESPACE), body)
-        if status != 201:
-            return [f"POST the large TFJob: {status} {reply_message(reply)}"]
-
-        def create(path: str, body: dict[str, Any]) -> Callable[[], Awaitable[None]]:
-            async def call() -> None:
-                status, reply = await floor.send("POST", path, body)
-                if status != 201:
-                    failures.append(f"{body['metadata']['name']}: {status} {reply_message(reply)}")
-
-            return call
-
-        await bounded(settings.floor_concurrency, [create(path, o) for path, o in objects])
+        await creation(driver, settings.jobs_path(NAMESPACE), body, failures)()
+        if failures:
+            return failures
+        calls = [creation(floor, path, body, failures) for path, body in objects]
+        await bounded(settings.floor_concurrency, calls)
     return failures
 
 
@@ -177,7 +160,7 @@ def _operator(
             at_ready = group_usage(identity).rss_bytes
             say(f"{phase}: submitting {len(jobs.submitted)} TFJobs")
             asyncio.run(_submit_and_wait(cluster, operator, settings, jobs))
-            _wait_quiet(cluster.audit_log, settings.timeout)
+            wait_quiet(cluster.audit_log, settings.timeout)
             operator.check()
             final = sampler.stop()
         finally:
@@ -221,49 +204,16 @@ async def _submit_and_wait(
     cluster: BenchCluster, operator: OperatorProcess, settings: Settings, jobs: Jobs
 ) -> None:
     progress = Progress.expecting(jobs.children, ())
-    jobs_path = settings.jobs_path(NAMESPACE)
     watches = {
         f"/api/v1/namespaces/{NAMESPACE}/pods": progress.on_pod,
         f"/api/v1/namespaces/{NAMESPACE}/services": progress.on_service,
     }
-    async with (
-        ApiClient(
-            cluster.user_kubeconfig(DRIVER_USER), connections=settings.driver_connections
-        ) as driver,
-        watching(driver, watches) as watch_check,
-    ):
-
-        def check() -> None:
-            watch_check()
-            operator.check()
-            cluster.check()
-
-        def submit(name: str, shape: Shape) -> Callable[[], Awaitable[None]]:
-            async def call() -> None:
-                await driver.request("POST", jobs_path, tfjob(settings.api_version, name, shape))
-
-            return call
-
-        await bounded(
-            settings.driver_concurrency, [submit(name, shape) for name, shape in jobs.submitted]
-        )
+    async with driving(cluster, operator, settings, watches) as (driver, check):
+        submissions = [submission(driver, settings, name, shape) for name, shape in jobs.submitted]
+        await bounded(settings.driver_concurrency, submissions)
         await progress.wait_until(
             progress.all_created, "every pod and service created", settings.timeout, check
         )
-
-
-def _wait_quiet(audit_log: Any, timeout: float) -> None:
-    """Until the audit log stops growing: the operator's last writes are in it."""
-    tail = audit.Tail(audit_log)
-    deadline = time.monotonic() + timeout
-    size, still_since = tail.size(), time.monotonic()
-    while time.monotonic() - still_since < QUIET_SECONDS:
-        if time.monotonic() > deadline:
-            raise BigJobError(f"the operator kept sending requests for {timeout:.0f}s")
-        time.sleep(0.2)
-        now = tail.size()
-        if now != size:
-            size, still_since = now, time.monotonic()
 
 
 def table(result: dict[str, Any]) -> str:

@@ -224,10 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from bench.plot import plot  # matplotlib's import is slow: only when there is a plot
 
     plot(doc, png_path)
-    if not args.keep_state:
-        statedirs.remove(work_dir)
-    elif args.work_dir is None:
-        statedirs.keep(work_dir)
+    _leave_state(args, work_dir)
     print(report.header(doc))
     print()
     print(report.table(doc))
@@ -261,15 +258,20 @@ def _big_job(
         return 1
     doc = {**report.document(alone, started, []), "complete": True, "big_job": result}
     _write(json_path, doc)
-    if not args.keep_state:
-        statedirs.remove(work_dir)
-    elif args.work_dir is None:
-        statedirs.keep(work_dir)
+    _leave_state(args, work_dir)
     print(report.header(doc))
     print()
     print(big_job_table(result))
     print(f"\nresults: {json_path}")
     return 0
+
+
+def _leave_state(args: argparse.Namespace, work_dir: Path) -> None:
+    """A run that ended well removes its clusters' state, unless --keep-state keeps it."""
+    if not args.keep_state:
+        statedirs.remove(work_dir)
+    elif args.work_dir is None:
+        statedirs.keep(work_dir)
 
 
 def _write(path: Path, doc: dict[str, Any]) -> None:

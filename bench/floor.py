@@ -79,12 +79,7 @@ def run_floor(
         raise FloorError(f"{len(outcome.failures)} requests failed; first: {outcome.failures[0]}")
     mine = audit.completed(requests, FLOOR_USER)
     creates = audit.created(mine, "pods") + audit.created(mine, "services")
-    if measure.distinct_names(creates) != len(objects):
-        raise FloorError(
-            f"the audit log shows {measure.distinct_names(creates)} objects created "
-            f"by {FLOOR_USER}, expected {len(objects)}"
-        )
-    span = measure.creation_span(mine, creates)
+    span = floor_span(requests, len(objects))
     done = measure.completion(
         audit.completed(requests, DRIVER_USER) + mine,
         DRIVER_USER,
@@ -139,25 +134,17 @@ async def _drive(
         ) as floor,
         watching(driver, watches) as check,
     ):
-
-        def create(client: ApiClient, path: str, body: Obj) -> Callable[[], Awaitable[None]]:
-            async def call() -> None:
-                status, reply = await client.send("POST", path, body)
-                if status != 201:
-                    message = reply_message(reply)
-                    failures.append(f"POST {path} {body['metadata']['name']}: {status} {message}")
-
-            return call
-
         # The TFJobs first, as the operator phase has them before any child: the
         # creation span starts at the floor client's first request.
         jobs = [
-            create(driver, jobs_path, tfjob(settings.api_version, name, shape)) for name in names
+            creation(driver, jobs_path, tfjob(settings.api_version, name, shape), failures)
+            for name in names
         ]
         await bounded(settings.driver_concurrency, jobs)
         meter = Meter(cluster.component_pids())
         await bounded(
-            settings.floor_concurrency, [create(floor, path, body) for path, body in objects]
+            settings.floor_concurrency,
+            [creation(floor, path, body, failures) for path, body in objects],
         )
         if failures:
             return Outcome(failures, {}, meter.reading(), None)
@@ -193,6 +180,33 @@ async def _drive(
         finally:
             await asyncio.to_thread(responder.stop, RESPONDER_GRACE_SECONDS)
     return Outcome(failures, dict(progress.succeeded), creation_usage, exit_window)
+
+
+def floor_span(requests: list[audit.Request], expected: int) -> measure.Span:
+    """From the floor client's first request to its last create answered, once the audit
+    log shows every one of the `expected` objects created."""
+    mine = audit.completed(requests, FLOOR_USER)
+    creates = audit.created(mine, "pods") + audit.created(mine, "services")
+    if measure.distinct_names(creates) != expected:
+        raise FloorError(
+            f"the audit log shows {measure.distinct_names(creates)} objects created "
+            f"by {FLOOR_USER}, expected {expected}"
+        )
+    return measure.creation_span(mine, creates)
+
+
+def creation(
+    client: ApiClient, path: str, body: Obj, failures: list[str]
+) -> Callable[[], Awaitable[None]]:
+    """A create for `bounded`; a refusal goes into `failures` (the run is void with any)."""
+
+    async def call() -> None:
+        status, reply = await client.send("POST", path, body)
+        if status != 201:
+            message = reply_message(reply)
+            failures.append(f"POST {path} {body['metadata']['name']}: {status} {message}")
+
+    return call
 
 
 def responder_argv(

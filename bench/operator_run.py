@@ -17,8 +17,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,11 +38,11 @@ from bench.leaders import end_leaders
 from bench.procstats import MIB, Meter, Sampler, group_usage
 from bench.progress import Progress, WaitTimeout
 from bench.settings import Settings
-from bench.shape import job_names, tfjob
+from bench.shape import Shape, job_names, tfjob
 from bench.stats import summarize
 from bench.watching import watching
 from harness import audit, promtext
-from harness.apiclient import ApiClient, bounded
+from harness.apiclient import ApiClient, EventHandler, bounded
 from harness.operator_process import ERROR_LINE, OperatorCommand, OperatorProcess
 from tfjob_localcluster.procs import ProcessIdentity
 
@@ -100,7 +101,7 @@ def run_operator(
             )
             meter = Meter(cluster.component_pids())
             moments = asyncio.run(_drive(cluster, operator, identity.pid, settings, size))
-            _wait_quiet(cluster.audit_log, settings.timeout)
+            wait_quiet(cluster.audit_log, settings.timeout)
             operator.check()
             final = sampler.stop()
             usage = meter.reading(final.cpu_seconds - at_ready.cpu_seconds)
@@ -250,26 +251,10 @@ async def _drive(
         jobs_path: progress.on_job,
     }
     timeout = settings.timeout
-    async with (
-        ApiClient(
-            cluster.user_kubeconfig(DRIVER_USER), connections=settings.driver_connections
-        ) as driver,
-        watching(driver, watches) as watch_check,
-    ):
-
-        def check() -> None:
-            watch_check()
-            operator.check()
-            cluster.check()
-
-        def submit(name: str) -> Callable[[], Awaitable[None]]:
-            async def call() -> None:
-                await driver.request("POST", jobs_path, tfjob(settings.api_version, name, shape))
-
-            return call
-
+    async with driving(cluster, operator, settings, watches) as (driver, check):
         submitted = time.time()
-        await bounded(settings.driver_concurrency, [submit(name) for name in names])
+        submissions = [submission(driver, settings, name, shape) for name in names]
+        await bounded(settings.driver_concurrency, submissions)
         created = await progress.wait_until(
             progress.all_created, "every pod and service created", timeout, check
         )
@@ -301,6 +286,42 @@ async def _drive(
         succeeded_at=dict(progress.succeeded),
         exit_window=exit_window,
     )
+
+
+@contextlib.asynccontextmanager
+async def driving(
+    cluster: BenchCluster,
+    operator: OperatorProcess,
+    settings: Settings,
+    watches: Mapping[str, EventHandler],
+) -> AsyncIterator[tuple[ApiClient, Callable[[], None]]]:
+    """The driver's client with `watches` running, and a check that raises if a watch, the
+    operator or the cluster has stopped."""
+    async with (
+        ApiClient(
+            cluster.user_kubeconfig(DRIVER_USER), connections=settings.driver_connections
+        ) as driver,
+        watching(driver, watches) as watch_check,
+    ):
+
+        def check() -> None:
+            watch_check()
+            operator.check()
+            cluster.check()
+
+        yield driver, check
+
+
+def submission(
+    driver: ApiClient, settings: Settings, name: str, shape: Shape
+) -> Callable[[], Awaitable[None]]:
+    """The driver's create of a TFJob, for `bounded`."""
+
+    async def call() -> None:
+        body = tfjob(settings.api_version, name, shape)
+        await driver.request("POST", settings.jobs_path(NAMESPACE), body)
+
+    return call
 
 
 def _figures(
@@ -358,7 +379,7 @@ def _figures(
     }
 
 
-def _wait_quiet(audit_log: Path, timeout: float) -> None:
+def wait_quiet(audit_log: Path, timeout: float) -> None:
     """Until the audit log (the operator's and the driver's requests) stops growing."""
     tail = audit.Tail(audit_log)
     deadline = time.monotonic() + timeout

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import json
 import secrets
-import ssl
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +22,7 @@ import yaml
 from kubernetes import client
 from support.builders import shell_replica, tfjob
 from support.checkout import ROOT
+from support.scrape import scrape
 from support.tfjobs import TFJobs
 from support.waiting import wait_until
 
@@ -285,36 +283,21 @@ def test_metrics_are_served_over_https_to_a_reader_only(
         with PortForward(rest, release_namespace, selector, port) as forward:
             url = forward.url.replace("http://", "https://") + "metrics"
             served = wait_until(
-                lambda: _scrape(url, tokens["scraper"]),
+                lambda: scrape(url, tokens["scraper"]),
                 30,
                 "the operator's /metrics through the port-forward",
                 until=lambda answer: answer[0] == 200,
                 interval=1,
             )
             assert "tfjob_operator_pods_created_total" in served[1]
-            forbidden = _scrape(url, tokens["tenant"])
+            forbidden = scrape(url, tokens["tenant"])
             assert forbidden == (
                 403,
                 f"system:serviceaccount:{namespace}:tenant may not get /metrics\n",
             )
-            assert _scrape(url, None)[0] == 401
+            assert scrape(url, None)[0] == 401
     finally:
         kubectl("delete", "clusterrolebinding", f"{namespace}-scraper")
-
-
-def _scrape(url: str, token: str | None) -> tuple[int, str]:
-    """GET `url` over TLS without verifying the operator's self-signed certificate."""
-    insecure = ssl.create_default_context()
-    insecure.check_hostname = False
-    insecure.verify_mode = ssl.CERT_NONE
-    request = urllib.request.Request(url)
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=10, context=insecure) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
 
 
 def test_the_chart_runs_a_leader_and_a_standby_and_a_deleted_leaders_jobs_go_on(

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from support.checkout import ROOT
-from support.waiting import wait_until
+from support.cluster import create_namespace
 
 from tfjob_localcluster.chart import RELEASE, run_helm
 from tfjob_localcluster.checkout import CHART
@@ -32,6 +32,10 @@ from tfjob_operator.tensorboard import board_spec, render_board
 pytestmark = pytest.mark.integration
 
 JOB_UID = "00000000-0000-0000-0000-000000000001"
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
 #: What `tfjob-operator new` writes for choices the examples do not cover.
 SCAFFOLDS = {
     "new-default": scaffold.choices("plain"),
@@ -80,25 +84,8 @@ def create_dry_run(kubectl: Any, namespace: str, pod: dict[str, Any]) -> Any:
 
 @pytest.fixture(scope="module")
 def restricted(core_v1: Any) -> Iterator[str]:
-    from kubernetes.client.exceptions import ApiException
-
     name = "pod-security-restricted"
-    labels = {
-        "pod-security.kubernetes.io/enforce": "restricted",
-        "pod-security.kubernetes.io/enforce-version": "latest",
-    }
-    core_v1.create_namespace({"metadata": {"name": name, "labels": labels}})
-
-    def has_default_account() -> bool:
-        try:
-            core_v1.read_namespaced_service_account("default", name)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-            return False
-        return True
-
-    wait_until(has_default_account, 30, f"the ServiceAccount {name}/default", interval=0.2)
+    create_namespace(core_v1, name, RESTRICTED)
     yield name
     core_v1.delete_namespace(name, propagation_policy="Background")
 

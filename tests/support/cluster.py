@@ -169,14 +169,13 @@ def namespace_name(test_name: str) -> str:
     return f"{slug or 'test'}-{secrets.token_hex(3)}"
 
 
-@pytest.fixture
-def namespace(request: pytest.FixtureRequest, core_v1: Any) -> Iterator[str]:
+def create_namespace(core_v1: Any, name: str, labels: dict[str, str]) -> None:
+    """Creates the namespace and returns once pods may be created in it: they are refused
+    until the service account controller has made `default`."""
     from kubernetes.client.exceptions import ApiException
 
-    name = namespace_name(request.node.name)
-    core_v1.create_namespace({"metadata": {"name": name, "labels": {NAMESPACE_LABEL: "true"}}})
+    core_v1.create_namespace({"metadata": {"name": name, "labels": labels}})
 
-    # Pods are rejected until the service account controller made `default`.
     def default_account() -> bool:
         try:
             core_v1.read_namespaced_service_account("default", name)
@@ -187,6 +186,14 @@ def namespace(request: pytest.FixtureRequest, core_v1: Any) -> Iterator[str]:
         return True
 
     wait_until(default_account, 30, f"the ServiceAccount {name}/default", interval=0.1)
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, core_v1: Any) -> Iterator[str]:
+    from kubernetes.client.exceptions import ApiException
+
+    name = namespace_name(request.node.name)
+    create_namespace(core_v1, name, {NAMESPACE_LABEL: "true"})
     try:
         yield name
     finally:

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
-import urllib.error
-import urllib.request
 from typing import Any
 
 import pytest
+from support.scrape import scrape
 
 from tfjob_localcluster.controlplane import free_port
 from tfjob_operator.endpoints import Endpoints
@@ -100,34 +98,20 @@ def test_no_caller_makes_the_operator_remember_more_than_its_bound() -> None:
     assert len(guard._remembered) == MAX_REMEMBERED
 
 
-def get(url: str, token: str | None) -> tuple[int, str]:
-    insecure = ssl.create_default_context()
-    insecure.check_hostname = False
-    insecure.verify_mode = ssl.CERT_NONE
-    request = urllib.request.Request(url)
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=10, context=insecure) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
 def test_the_endpoints_serve_metrics_over_tls_to_readers_and_probes_in_plain_http() -> None:
     async def scenario() -> list[tuple[int, str]]:
         metrics = Metrics()
         metrics.reconcile_errors.inc()
         endpoints = Endpoints(metrics, ready=lambda: True, guard=MetricsGuard(FakeApiServer().post))
-        health, scrape = free_port("127.0.0.1"), free_port("127.0.0.1")
-        await endpoints.start(health, scrape, serving_context(None))
+        health, metrics_port = free_port("127.0.0.1"), free_port("127.0.0.1")
+        await endpoints.start(health, metrics_port, serving_context(None))
         try:
-            base = f"https://127.0.0.1:{scrape}/metrics"
+            base = f"https://127.0.0.1:{metrics_port}/metrics"
             return [
-                await asyncio.to_thread(get, base, "reader-token"),
-                await asyncio.to_thread(get, base, "tenant-token"),
-                await asyncio.to_thread(get, base, None),
-                await asyncio.to_thread(get, f"http://127.0.0.1:{health}/readyz", None),
+                await asyncio.to_thread(scrape, base, "reader-token"),
+                await asyncio.to_thread(scrape, base, "tenant-token"),
+                await asyncio.to_thread(scrape, base, None),
+                await asyncio.to_thread(scrape, f"http://127.0.0.1:{health}/readyz", None),
             ]
         finally:
             await endpoints.stop()
