@@ -24,7 +24,7 @@ import pytest
 import yaml
 from kubernetes import client
 from support.backends import RELEASE_NAMESPACE, Backend
-from support.cluster import Kubectl
+from support.cluster import Kubectl, create_namespace
 from support.waiting import wait_until
 
 from tfjob_localcluster.images import TRAINER
@@ -57,7 +57,7 @@ def tenant(backend: Backend, request: pytest.FixtureRequest) -> Iterator[Tenant]
     namespace = f"tenant-{request.node.callspec.id}"
     core = client.CoreV1Api(backend.api_client)
     rbac = client.RbacAuthorizationV1Api(backend.api_client)
-    core.create_namespace({"metadata": {"name": namespace, "labels": RESTRICTED}})
+    create_namespace(core, namespace, RESTRICTED)
     users = {"alice": "edit", "bob": "view"}
     for user, role in users.items():
         rbac.create_namespaced_role_binding(
@@ -74,12 +74,6 @@ def tenant(backend: Backend, request: pytest.FixtureRequest) -> Iterator[Tenant]
                 ],
             },
         )
-    wait_until(
-        lambda: core.list_namespaced_service_account(namespace).items,
-        30,
-        f"the ServiceAccount {namespace}/default",
-        interval=0.2,
-    )
     kubeconfigs = {user: backend.cluster.user_kubeconfig(user) for user in users}
     try:
         yield Tenant(
