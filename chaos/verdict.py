@@ -3,7 +3,10 @@
 - every job ends in the state its leader's script implies, with the restartCount of the
   retryable failures it was given (`JobResult`);
 - a terminal state, once shown, is never shown otherwise later (`lost_terminal_states`);
-- no pod is created for a replica after a pod of it succeeded (`reruns_after_success`);
+- no pod is created for a replica after a pod of it succeeded (`reruns_after_success`); a
+  pod that ends while the API server is already deleting it for a disruption (a lost node's
+  taint, an eviction) was lost to its job before it ended, and its job restarted without it:
+  its late exit 0 is not a replica's success;
 - no replica has two pods of one generation (`duplicate_pods`): two live pods of one
   replica, or a replica re-created within its generation;
 - pods are evicted only while a node is lost (`evictions_without_node_loss`), and a job
@@ -423,7 +426,10 @@ def lost_terminal_states(records: Sequence[Seen]) -> list[dict[str, Any]]:
 
 
 def reruns_after_success(records: Sequence[Seen]) -> list[dict[str, Any]]:
-    """Pods first seen for a replica (a pod name) after a pod of it was seen succeed."""
+    """Pods first seen for a replica (a pod name) after a pod of it was seen succeed.
+
+    A success counts unless the pod was already being deleted for a disruption when it ended.
+    """
     succeeded: dict[str, float] = {}
     known: set[str] = set()
     reruns = []
@@ -441,7 +447,8 @@ def reruns_after_success(records: Sequence[Seen]) -> list[dict[str, Any]]:
                         "succeeded_at": succeeded[r.name],
                     }
                 )
-        if r.state == "Succeeded" or r.exit_code == 0:
+        lost_before = r.deleting and bool(r.disruption)
+        if (r.state == "Succeeded" or r.exit_code == 0) and not lost_before:
             succeeded.setdefault(r.name, r.at)
     return reruns
 

@@ -257,6 +257,25 @@ def test_a_pod_made_for_a_replica_after_it_succeeded_is_a_rerun() -> None:
     assert not verdict.ok
 
 
+def test_a_pod_ending_well_after_its_lost_node_had_it_deleted_is_no_success() -> None:
+    run = a_good_run()[:4]
+    lost = [
+        pod_seen(5, "p0", "Running", "0", disruption="DeletionByTaintManager"),
+        job_seen(6, "Restarting", 1),
+        pod_seen(9, "p0", "Succeeded", "0", exit_code=0, disruption="DeletionByTaintManager"),
+        pod_seen(10, "p0b", "Pending", "1"),
+    ]
+    assert verdict_of([*run, *lost]).reruns_after_success == []
+    ended_then_lost = [
+        pod_seen(5, "p0", "Succeeded", "0", exit_code=0),
+        pod_seen(6, "p0", "Succeeded", "0", exit_code=0, disruption="DeletionByTaintManager"),
+        pod_seen(10, "p0b", "Pending", "1"),
+    ]
+    assert verdict_of([*run, *ended_then_lost]).reruns_after_success == [
+        {"pod": "chaos-001-worker-0", "generation": "1", "at": 10, "succeeded_at": 5}
+    ]
+
+
 def test_two_pods_of_one_replica_and_generation_are_duplicates() -> None:
     verdict = verdict_of([*a_good_run()[:3], pod_seen(4, "p1-again", "Pending", "0", index=1)])
     assert verdict.duplicate_pods == [
