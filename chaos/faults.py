@@ -28,6 +28,12 @@ Two operators run, electing a leader on a Lease as the chart's two replicas do
   finds it unreachable (after the grace period the run gives it, NODE_GRACE_SECONDS),
   taints it, and the pods, which tolerate that for a few seconds only (chaos.workload),
   are evicted: their jobs must restart them, and say why.
+- apiserver-throttle: for 20-40 s the API server's Priority and Fairness gives the
+  operators a tiny share and rejects their excess with 429 and `Retry-After`
+  (chaos.throttle).
+- watch-expiry: etcd's history is compacted to its current revision and the API server
+  restarted, as a rolling upgrade after etcd's periodic compaction: every watch resuming
+  from an older version gets 410 Gone and must list again.
 
 Faults never overlap: each starts once the one before has ended and the cluster has had a
 quiet gap, so that the time a job takes to settle can be put down to one fault.
@@ -53,6 +59,8 @@ class FaultKind(StrEnum):
     KUBELET_RESTART = "kubelet-restart"
     CONTAINERD_RESTART = "containerd-restart"
     NODE_LOSS = "node-loss"
+    APISERVER_THROTTLE = "apiserver-throttle"
+    WATCH_EXPIRY = "watch-expiry"
 
 
 #: How long the node lifecycle controller waits for a silent node before it finds it
@@ -79,12 +87,18 @@ DOWN_SECONDS: Final = {
     # Past the grace period, the controller's next look (every 5 s), the pods' toleration
     # and the eviction itself: a node back any sooner keeps its pods.
     FaultKind.NODE_LOSS: (NODE_GRACE_SECONDS + 20.0, NODE_GRACE_SECONDS + 30.0),
+    # Longer than the leader's renew deadline (10 s): its renewals are throttled too.
+    FaultKind.APISERVER_THROTTLE: (20.0, 40.0),
+    # The API server's restart after etcd's compaction.
+    FaultKind.WATCH_EXPIRY: (1.0, 3.0),
 }
 #: The control-plane component each restart kind kills.
 CONTROL_PLANE: Final = {
     FaultKind.APISERVER_RESTART: "kube-apiserver",
     FaultKind.ETCD_RESTART: "etcd",
 }
+#: The faults that restart the API server.
+RESTARTS_APISERVER: Final = frozenset({FaultKind.APISERVER_RESTART, FaultKind.WATCH_EXPIRY})
 #: The node component each restart kind kills.
 NODE: Final = {
     FaultKind.KUBELET_RESTART: "kubelet",

@@ -8,7 +8,8 @@ import signal
 import time
 
 from chaos.faults import CONTROL_PLANE, NODE, TAKEOVERS, Fault, FaultKind, PlannedFault
-from chaos.operators import Candidate, Candidates
+from chaos.operators import GROUP, Candidate, Candidates
+from chaos.throttle import throttled
 from tfjob_localcluster.cluster import LocalCluster
 
 
@@ -44,6 +45,12 @@ class Injector:
                 time.sleep(fault.down)
             finally:
                 _signal(groups, signal.SIGCONT)
+        elif fault.kind is FaultKind.APISERVER_THROTTLE:
+            with throttled(self.operators.rest, GROUP):
+                time.sleep(fault.down)
+        elif fault.kind is FaultKind.WATCH_EXPIRY:
+            self.control_plane.compact_etcd()
+            self.control_plane.restart("kube-apiserver", down_seconds=fault.down)
         elif fault.kind in CONTROL_PLANE:
             self.control_plane.restart(CONTROL_PLANE[fault.kind], down_seconds=fault.down)
         elif fault.kind is FaultKind.NODE_LOSS:

@@ -1,6 +1,7 @@
 """The operators under test: two candidates electing a leader on one Lease, as the chart
 runs them, each a process of this checkout with a user of its own (so that the API
-server's audit log tells their requests apart).
+server's audit log tells their requests apart) allowed what the chart allows its
+ServiceAccount (chaos.rbac).
 
 A candidate that exits by itself (a leader that lost its Lease exits, to come back as a
 candidate) is started again under the same name, as the kubelet restarts a pod's
@@ -146,9 +147,8 @@ class Candidates:
     def _new(self) -> Candidate:
         identity = f"operator-{len(self.every) + 1}"
         assert self.cluster.control_plane is not None
-        kubeconfig = self.cluster.control_plane.client_kubeconfig(
-            identity, identity, ("system:masters", GROUP)
-        )
+        # The chart's roles, bound to the group (chaos.rbac): nothing more.
+        kubeconfig = self.cluster.control_plane.client_kubeconfig(identity, identity, (GROUP,))
         command = OperatorCommand.checkout(
             "--leader-elect",
             f"--leader-election-namespace={LEASE_NAMESPACE}",

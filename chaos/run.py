@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from chaos import rbac
 from chaos.bystander import Bystander
 from chaos.faults import NODE_GRACE_SECONDS, Fault, schedule
 from chaos.injector import Injector
@@ -96,6 +97,7 @@ def _install(cluster: LocalCluster, rest: Rest) -> None:
             "/api/v1/namespaces",
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         )
+    rbac.grant(rest, GROUP)
     deadline = time.monotonic() + 60
     paths = (
         f"{TFJOB_DEV.path}/namespaces/{NAMESPACE}/{PLURAL}",
@@ -116,7 +118,7 @@ def _run(
     say: Callable[[str], None],
 ) -> Verdict:
     assert cluster.control_plane is not None
-    clock = time.monotonic()
+    clock, started_at = time.monotonic(), time.time()
     jobs = plan_jobs(settings.jobs, settings.submit_within, settings.seed)
     journal = Journal()
     watcher = Watcher(cluster.kubeconfig, NAMESPACE, journal, clock)
@@ -159,6 +161,7 @@ def _run(
             for resource in ("tfjobs", "pods", "services")
         },
         time.monotonic() - clock,
+        started_at,
     )
     if not verdict.ok:
         # What the harness saw, beside the cluster's logs and the audit log it keeps.

@@ -14,24 +14,33 @@
 - nothing is left once the jobs are deleted (`leftovers`, listed by the harness);
 - from the API server's audit log: after each fault that takes the leader away, a standby
   takes the Lease (`Takeover`: how long after, and after how long it wrote for a job), and
-  no operator writes for a job while another holds the Lease (`deposed_writes`).
+  no operator writes for a job while another holds the Lease (`deposed_writes`); the
+  operators, allowed only what the chart's roles allow (chaos.rbac), are refused nothing
+  (`forbidden`, 403s); what the API server throttled (`throttled`, 429s) is counted.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from chaos.faults import Fault, FaultKind
+from chaos.faults import RESTARTS_APISERVER, Fault, FaultKind
 from chaos.journal import Seen
 from chaos.workload import ChaosJob
 from harness.audit import FINAL_STAGES, Request
 
 TERMINAL: Final = ("Succeeded", "Failed")
 POD_ENDED: Final = ("Succeeded", "Failed")
+
+
+#: Seconds after a restarted API server is ready during which it may still refuse what
+#: the roles allow (`_apiserver_starting`).
+STARTING_SECONDS: Final = 2.0
+#: The exit code of a container its runtime could not start (the kubelet's StartError).
+START_ERROR_EXIT: Final = 128
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,9 @@ class JobResult:
     restarts: int
     #: The generations of its pods a lost node took (chaos.workload.ChaosJob.expected_restarts).
     evicted_generations: list[int]
+    #: The generations in which a pod of it could not start (START_ERROR_EXIT), each a
+    #: failure the job must retry as well.
+    unstarted_generations: list[int]
     #: Whether its Restarting condition named the eviction (None: nothing was evicted).
     explained: bool | None
     #: When it first showed its expected state (seconds since the run's start).
@@ -101,6 +113,10 @@ class Verdict:
     takeovers: list[Takeover]
     #: Writes for a job by an operator after another took the Lease from it.
     deposed_writes: list[dict[str, Any]]
+    #: The operators' requests the API server answered 403: the chart's roles lack them.
+    forbidden: list[dict[str, Any]]
+    #: The operators' requests the API server answered 429, by kind (`create pods`).
+    throttled: dict[str, int]
 
     @property
     def wrong_jobs(self) -> list[JobResult]:
@@ -116,6 +132,7 @@ class Verdict:
             or self.evictions_without_node_loss
             or any(self.leftovers.values())
             or self.deposed_writes
+            or self.forbidden
             or any(t.new is None for t in self.takeovers)
         )
 
@@ -139,6 +156,8 @@ class Verdict:
             "coverage": self.coverage,
             "takeovers": [asdict(t) for t in self.takeovers],
             "deposed_writes": self.deposed_writes,
+            "forbidden": self.forbidden,
+            "throttled": self.throttled,
         }
 
     def table(self) -> str:
@@ -168,6 +187,10 @@ class Verdict:
                 f"{sum(bool(j.evicted_generations) for j in self.jobs)}, not saying why: "
                 + _names(j.name for j in self.jobs if j.explained is False),
             ),
+            (
+                "jobs restarted for pods that could not start",
+                str(sum(bool(j.unstarted_generations) for j in self.jobs)),
+            ),
             ("evictions with no node lost", _count(self.evictions_without_node_loss)),
             (
                 "left after deletion",
@@ -185,6 +208,14 @@ class Verdict:
                 )
             )
         rows += self._takeover_rows()
+        throttled = ", ".join(f"{kind} {n}" for kind, n in sorted(self.throttled.items()))
+        rows += [
+            ("operators' requests refused by RBAC (403)", _count(self.forbidden)),
+            (
+                "operators' requests throttled (429)",
+                f"{sum(self.throttled.values())}" + (f": {throttled}" if throttled else ""),
+            ),
+        ]
         op = self.operator
         restarts = ", ".join(f"{k} {v:g}" for k, v in sorted(op.watch_restarts.items()))
         rows += [
@@ -246,7 +277,10 @@ def judge(
     requests: Sequence[Request],
     coverage: Mapping[str, Mapping[str, int]],
     wall_seconds: float,
+    started_at: float,
 ) -> Verdict:
+    """`started_at` is the run's start on the audit log's clock (epoch seconds): the
+    faults' times count from it."""
     writes = sorted(
         (r for r in requests if r.stage in FINAL_STAGES and r.is_write), key=lambda r: r.received
     )
@@ -263,7 +297,28 @@ def judge(
         wall_seconds=round(wall_seconds, 1),
         takeovers=takeovers(faults, writes),
         deposed_writes=deposed_writes(writes),
+        forbidden=[
+            {"user": r.user, "request": f"{r.kind} {r.namespace}/{r.name}", "at": r.received}
+            for r in answered(requests, 403)
+            if not _apiserver_starting(r.received - started_at, faults)
+        ],
+        throttled=dict(Counter(r.kind for r in answered(requests, 429))),
     )
+
+
+def _apiserver_starting(moment: float, faults: Sequence[Fault]) -> bool:
+    """Whether the API server was starting after a fault restarted it, at `moment` (run
+    seconds): it answers before its authorizer has read the cluster's roles, and refuses
+    (403) what they allow until it has: its start's, not the chart's."""
+    return any(
+        f.kind in RESTARTS_APISERVER and f.began <= moment <= f.ended + STARTING_SECONDS
+        for f in faults
+    )
+
+
+def answered(requests: Sequence[Request], code: int) -> list[Request]:
+    """The requests (final stages) the API server answered with `code`."""
+    return [r for r in requests if r.stage in FINAL_STAGES and r.code == code]
 
 
 def _took_lease(request: Request) -> bool:
@@ -342,6 +397,7 @@ def job_result(job: ChaosJob, records: Sequence[Seen], faults: Sequence[Fault]) 
         lag = round(settled - ended, 3)
         during = [f.kind.value for f in faults if f.began < settled and f.ended > ended]
     evicted = evicted_generations(job.name, records)
+    unstarted = unstarted_generations(job.name, records)
     reasons = {r.disruption for r in records if r.resource == "pods" and r.job == job.name}
     explained = (
         any(reason in r.restarting for r in mine for reason in reasons - {""}) if evicted else None
@@ -351,9 +407,10 @@ def job_result(job: ChaosJob, records: Sequence[Seen], faults: Sequence[Fault]) 
         outcome=job.outcome.value,
         expected_state=job.expected_state,
         state=last.state if last else "(never seen)",
-        expected_restarts=job.expected_restarts(evicted),
+        expected_restarts=job.expected_restarts({*evicted, *unstarted}),
         restarts=last.restarts if last else 0,
         evicted_generations=evicted,
+        unstarted_generations=unstarted,
         explained=explained,
         settled_at=settled,
         lag=lag,
@@ -378,6 +435,19 @@ def evicted_generations(job: str, records: Sequence[Seen]) -> list[int]:
         int(generation)
         for generation, at in evicted.items()
         if at < exited.get(generation, float("inf"))
+    )
+
+
+def unstarted_generations(job: str, records: Sequence[Seen]) -> list[int]:
+    """The generations of `job` in which a pod could not start: its container ended with
+    the runtime's StartError code, which no script of the workload exits with (a kubelet
+    restarted while the API server restarts can leave a container so)."""
+    return sorted(
+        {
+            int(r.generation)
+            for r in records
+            if r.resource == "pods" and r.job == job and r.exit_code == START_ERROR_EXIT
+        }
     )
 
 

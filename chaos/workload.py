@@ -64,12 +64,13 @@ class ChaosJob:
     def expected_state(self) -> str:
         return "Failed" if self.outcome is Outcome.FAILS else "Succeeded"
 
-    def expected_restarts(self, evicted: Collection[int] = ()) -> int:
-        """One restart for each generation a lost node took (`evicted`), and one for the
-        retryable failure, which only generation 0 has: if a lost node took generation 0,
-        generation 1 runs as the retry, and succeeds."""
-        retries = self.outcome is Outcome.RETRIES and 0 not in evicted
-        return len(set(evicted)) + int(retries)
+    def expected_restarts(self, lost: Collection[int] = ()) -> int:
+        """One restart for each generation the cluster took (`lost`: a lost node evicted
+        its pods, or a pod could not start), and one for the retryable failure, which only
+        generation 0 has: if the cluster took generation 0, generation 1 runs as the
+        retry, and succeeds."""
+        retries = self.outcome is Outcome.RETRIES and 0 not in lost
+        return len(set(lost)) + int(retries)
 
     def leader_script(self) -> str:
         run = f"sleep {self.run_seconds}"

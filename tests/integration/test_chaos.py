@@ -1,6 +1,7 @@
 """A short chaos run (chaos/): one fault of each kind while TFJobs run, and nothing lost;
 the jobs whose pods a lost node took restart them and say why; a standby takes over from
-each leader that goes, and no deposed leader writes.
+each leader that goes, and no deposed leader writes; the operators, allowed only what the
+chart's roles allow, are refused nothing, and list again when their watches expire.
 
 The harness starts its own local cluster (its faults restart that cluster's API server and
 etcd), so this test needs no session cluster; the run starts in the background before the
@@ -59,6 +60,8 @@ def test_a_short_chaos_run_loses_nothing(early_run: Finished) -> None:
         "kubelet-restart": 1,
         "containerd-restart": 1,
         "node-loss": 1,
+        "apiserver-throttle": 1,
+        "watch-expiry": 1,
     }, report
     assert len(result["jobs"]) == JOBS
     assert {j["outcome"] for j in result["jobs"]} == {"succeeds", "fails once, retried", "fails"}
@@ -84,5 +87,9 @@ def test_a_short_chaos_run_loses_nothing(early_run: Finished) -> None:
     assert all(t["new"] and t["new"] != t["old"] for t in takeovers), report
     assert all(t["lease_taken"] <= 25 for t in takeovers), report
     assert result["deposed_writes"] == [], report
+    # The operators run with the chart's roles only, and need nothing they do not grant.
+    assert result["forbidden"] == [], report
+    # Etcd compacted under the operators: their watches expired (410) and they listed again.
+    assert result["operator"]["watch_restarts"].get("relist", 0) > 0, report
     assert result["ok"] is True, report
     assert early_run.returncode == 0, report

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from support.fixtures import INVALID_POD_GRACE_SECONDS
 from support.tfjobs import TFJobs, condition, find_condition
 
 from harness.operator_process import OperatorProcess
+from tfjob_operator.timeutil import from_rfc3339
 
 pytestmark = pytest.mark.integration
 
@@ -149,6 +151,29 @@ def test_a_pod_refused_as_invalid_fails_the_job_after_the_grace_period(
     assert len(lines) == 1, lines
     assert "WARNING" in lines[0]
     assert f"reconcile of tfjob {namespace}/invalid failed" not in log
+
+
+def test_a_restart_during_the_grace_of_an_invalid_pod_does_not_start_it_again(
+    tfjobs: TFJobs, operator: OperatorProcess
+) -> None:
+    """The grace counts from the refusal the status records (its Running condition's
+    lastTransitionTime), not from the first refusal a new operator process sees."""
+    worker = shell_replica(SLEEP)
+    worker["template"]["metadata"] = {"labels": {"team": "not a label value"}}
+    tfjobs.create(tfjob("regrace", {"Worker": worker}))
+    job = wait_running_reason(tfjobs, "regrace", lambda r: r == "FailedCreatePod", REPORTED_WITHIN)
+    began = from_rfc3339(running(job)["lastTransitionTime"])
+    operator.stop()
+    time.sleep(INVALID_POD_GRACE_SECONDS * 0.6)
+    operator.run()
+    restarted = datetime.now(UTC)
+    job = tfjobs.wait_state("regrace", "Failed", INVALID_POD_GRACE_SECONDS + 15)
+    failed = from_rfc3339(condition(job, "Failed")["lastTransitionTime"])
+    grace = timedelta(seconds=INVALID_POD_GRACE_SECONDS)
+    # A grace started again by the restart would end a grace after it.
+    assert restarted > began + grace * 0.6
+    assert failed < restarted + grace - timedelta(seconds=2)
+    assert failed - began <= grace + timedelta(seconds=3)
 
 
 def test_a_missing_config_map_is_named_and_the_job_runs_once_it_exists(

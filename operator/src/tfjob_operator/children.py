@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from .api import JobRef
+from .backoff import jittered
 from .decide import Creation, Deletion
 from .errors import ApiError
 from .events import NORMAL, WARNING, Event
@@ -227,15 +228,16 @@ class ChildWrites:
         try:
             await self._delete_together(children, deletions)
         except Exception as error:
+            wait = jittered(CLEANUP_RETRY_SECONDS)
             logger.warning(
                 "clean-up of %s of tfjob %s/%s failed (%s); retrying in %.0fs",
                 children.kind.plural,
                 self.namespace,
                 self.job.name,
                 error,
-                CLEANUP_RETRY_SECONDS,
+                wait,
             )
-            await asyncio.sleep(CLEANUP_RETRY_SECONDS)
+            await asyncio.sleep(wait)
             self.host.decide_again()
 
     def _deleted(self, kind: ChildKind, name: str, why: str) -> None:

@@ -43,10 +43,16 @@ def set_condition(
     reason: str,
     message: str,
     now: str,
+    since: str | None = None,
 ) -> list[Condition]:
-    """Returns the conditions with `kind` set; times move only when something changed."""
+    """Returns the conditions with `kind` set; times move only when something changed.
+
+    `since`, when given, is `kind`'s lastTransitionTime: the moment the state it reports
+    began, for a state the status alone does not mark (a refusal of a pod, which keeps
+    Running False but starts the grace of an invalid pod: decide.py reads it back).
+    """
     by_type = {c["type"]: dict(c) for c in conditions}
-    _put(by_type, kind, status, reason, message, now)
+    _put(by_type, kind, status, reason, message, now, since)
     if status and kind in _PHASE_TYPES:
         for other in _PHASE_TYPES:
             if other is not kind and by_type.get(other.value, {}).get("status") == "True":
@@ -61,18 +67,22 @@ def _put(
     reason: str,
     message: str,
     now: str,
+    since: str | None = None,
 ) -> None:
     value = "True" if status else "False"
     old = by_type.get(kind.value)
-    if old and (old.get("status"), old.get("reason"), old.get("message")) == (
-        value,
-        reason,
-        message,
-    ):
-        return
     transition_time = now
-    if old is not None and old.get("status") == value:
+    if since is not None:
+        transition_time = since
+    elif old is not None and old.get("status") == value:
         transition_time = old.get("lastTransitionTime", now)
+    if old and (
+        old.get("status"),
+        old.get("reason"),
+        old.get("message"),
+        old.get("lastTransitionTime"),
+    ) == (value, reason, message, transition_time):
+        return
     by_type[kind.value] = {
         "type": kind.value,
         "status": value,

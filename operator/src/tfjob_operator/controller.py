@@ -24,6 +24,7 @@ from typing import Any, Final, Protocol
 
 from . import timeutil
 from .api import JobRef
+from .backoff import delay_after
 from .children import ChildKind, Children, ChildWrites, Pending
 from .decide import JobView, Plan, decide, decide_name_taken, name_order
 from .errors import ApiError
@@ -54,6 +55,9 @@ logger = logging.getLogger(__name__)
 #: A status write lost to a newer version of the TFJob: decide again shortly, from the
 #: newer object (its watch event normally arrives first and wakes the worker anyway).
 CONFLICT_RETRY_SECONDS: Final = 0.5
+#: A reconcile that failed is tried again after this long, doubling up to the most
+#: (backoff.py: jittered, and never before the API server's Retry-After).
+FIRST_ERROR_BACKOFF_SECONDS: Final = 2.0
 MAX_ERROR_BACKOFF_SECONDS: Final = 60.0
 EXPECTATION_TTL_SECONDS: Final = 30.0
 #: Progress (see status.py) waits at most this long, so that one write carries the pod
@@ -716,7 +720,9 @@ class _JobWorker:
                     outcome = await self.controller.reconcile(self.key)
             except Exception as error:
                 errors += 1
-                delay = error_backoff(errors)
+                delay = delay_after(
+                    error, errors, FIRST_ERROR_BACKOFF_SECONDS, MAX_ERROR_BACKOFF_SECONDS
+                )
                 self.controller.metrics.reconcile_errors.inc()
                 if unavailable(error):
                     logger.warning(
@@ -750,8 +756,3 @@ def _merge_board(job: JobView, plan: Plan, board: BoardPlan) -> None:
             plan.status_write = StatusWrite.TRANSITION
     plan.events += board.events
     plan.look_again_within(board.requeue_after)
-
-
-def error_backoff(errors: int) -> float:
-    """Seconds before the next try after `errors` failed reconciles in a row."""
-    return min(2.0**errors, MAX_ERROR_BACKOFF_SECONDS)

@@ -464,7 +464,24 @@ class _Decision:
         )
 
     def _refusal_deadline(self, refusal: Refusal) -> datetime:
-        return refusal.since + self.invalid_grace
+        return self._refusal_since(refusal) + self.invalid_grace
+
+    def _refusal_since(self, refusal: Refusal) -> datetime:
+        """When `refusal` began: the first this operator saw, or earlier, the moment the
+        status already reports for it (its condition's lastTransitionTime, written by this
+        or another operator for this generation): a restart or a takeover does not start
+        an invalid pod's grace again."""
+        recorded = cond.find(self.old_status.get("conditions") or [], ConditionType.RUNNING)
+        if (
+            recorded is None
+            or self.old_status.get("observedGeneration") != self.job.generation
+            or (recorded.get("status"), recorded.get("reason"))
+            != ("False", refusal.condition_reason)
+            or not str(recorded.get("message") or "").startswith(f"{refusal.replica}: ")
+            or not recorded.get("lastTransitionTime")
+        ):
+            return refusal.since
+        return min(refusal.since, from_rfc3339(str(recorded["lastTransitionTime"])))
 
     def _fail_if_refused_for_good(self, spec: JobSpec, refusal: Refusal) -> bool:
         """A child refused as invalid for the whole grace period fails the job: retrying the
@@ -744,7 +761,13 @@ class _Decision:
             if others:
                 message += f" (also refused: {', '.join(others)})"
             # No event here: the controller records each refusal as it happens.
-            self._set(ConditionType.RUNNING, False, first.condition_reason, message)
+            self._set(
+                ConditionType.RUNNING,
+                False,
+                first.condition_reason,
+                message,
+                since=to_rfc3339(self._refusal_since(first)),
+            )
             return
         all_running = all(key in current and current[key].running for key in training)
         if all_running and not stale:
@@ -854,9 +877,16 @@ class _Decision:
         if cond.find(self.conditions, ConditionType.CREATED) is None:
             self._set(ConditionType.CREATED, True, "TFJobCreated", f"TFJob {self._id} is created.")
 
-    def _set(self, kind: ConditionType, status: bool, reason: str, message: str) -> None:
+    def _set(
+        self,
+        kind: ConditionType,
+        status: bool,
+        reason: str,
+        message: str,
+        since: str | None = None,
+    ) -> None:
         self.conditions = cond.set_condition(
-            self.conditions, kind, status, reason, message, self.now_text
+            self.conditions, kind, status, reason, message, self.now_text, since
         )
 
     def _event(self, kind: str, reason: str, message: str, series: str = "") -> None:

@@ -22,17 +22,25 @@ class ApiError(RuntimeError):
             payload = json.loads(body)
             detail = payload.get("message", "")
             reason = payload.get("reason", "")
-            causes = (payload.get("details") or {}).get("causes") or []
+            details = payload.get("details") or {}
+            causes = details.get("causes") or []
+            retry_after = details.get("retryAfterSeconds")
         except (ValueError, AttributeError):
             detail = body[:200].decode(errors="replace")
             reason = ""
             causes = []
+            retry_after = None
         super().__init__(f"{what}: HTTP {status}: {detail}")
         self.status = status
         #: The API server's own words: its message, and its reason (Invalid, Forbidden, ...).
         self.detail = str(detail)
         self.reason = str(reason or "")
         self.causes = frozenset(str(c.get("reason")) for c in causes if isinstance(c, dict))
+        #: When the API server asks to be tried again (429 of API Priority and Fairness,
+        #: some 5xx): its Status's `details.retryAfterSeconds`, as client-go reads it.
+        self.retry_after: float | None = (
+            float(retry_after) if isinstance(retry_after, int | float) and retry_after > 0 else None
+        )
 
     @property
     def refused(self) -> bool:

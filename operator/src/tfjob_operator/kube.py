@@ -22,8 +22,9 @@ import contextlib
 import heapq
 import itertools
 import logging
+import math
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Iterator, Mapping
 from enum import IntEnum
 from typing import Any, Final
 
@@ -31,6 +32,7 @@ import aiohttp
 import orjson
 
 from .api import FIELD_MANAGER, KUEUE_WORKLOADS_PATH, LABEL_CONTROLLER_UID, PLURAL, JobRef
+from .backoff import MAX_RETRY_AFTER_SECONDS, jittered, retry_after_header
 from .connection import Connection
 from .errors import ApiError
 from .limits import MAX_IN_FLIGHT
@@ -57,6 +59,8 @@ PRIORITY_CLASSES: Final = {
 }
 #: The longest a single write may take before it counts as failed.
 WRITE_TIMEOUT_SECONDS: Final = 30.0
+#: Tries of one request the API server asks to repeat (`Retry-After` on 429 or 5xx).
+MAX_TRIES: Final = 5
 
 
 class NotLeading(RuntimeError):
@@ -177,9 +181,11 @@ class ApiServerClient:
         self._slots = _Slots(max_in_flight)
         self._decisions = _Decisions()
         self._session: aiohttp.ClientSession | None = None
-        #: Whether a write may be sent now: with leader election, only while this
-        #: operator leads (leader.Elector.may_write), checked as each write is sent.
-        self.fence: Callable[[], bool] = lambda: True
+        #: Until when (time.monotonic()) a write may be sent and awaited: with leader
+        #: election, the leader's renew deadline (leader.Elector.write_deadline). Read as
+        #: each write is sent and re-sent; a write in flight is abandoned when it passes.
+        self.fence: Callable[[], float] = lambda: math.inf
+        self._in_flight: set[asyncio.Timeout] = set()
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -195,6 +201,13 @@ class ApiServerClient:
         if self._session is not None:
             await self._session.close()
 
+    def abandon_writes(self) -> None:
+        """Leadership is lost: every write in flight stops waiting for its answer now (it
+        raises NotLeading), and no other is sent (the fence says so)."""
+        now = asyncio.get_running_loop().time()
+        for timeout in self._in_flight:
+            timeout.reschedule(now)
+
     async def send(
         self,
         method: str,
@@ -206,7 +219,8 @@ class ApiServerClient:
         priority: Priority = Priority.CHILD,
     ) -> tuple[int, bytes]:
         """A write (or a read the watches do not cover): waits for a slot, returns the
-        status code and the raw answer."""
+        status code and the raw answer. It is sent only while the fence is open and is
+        abandoned when the fence closes (NotLeading)."""
         data = orjson.dumps(body) if body is not None else None
         label = priority.label
         queued = time.monotonic()
@@ -217,16 +231,42 @@ class ApiServerClient:
         )
         with decision:
             async with self._slots.hold(priority):
-                if not self.fence():
-                    raise NotLeading(f"{method} {path}: this operator does not lead")
                 sent = time.monotonic()
                 self.metrics.write_wait_seconds.labels(label).observe(sent - queued)
                 try:
-                    return await self.request(
-                        method, path, data=data, params=params, type_=content_type
+                    return await self._fenced(
+                        f"{method} {path}",
+                        self.request(
+                            method, path, data=data, params=params, type_=content_type, fenced=True
+                        ),
                     )
                 finally:
                     self.metrics.write_seconds.labels(label).observe(time.monotonic() - sent)
+
+    async def _fenced(
+        self, what: str, request: Coroutine[Any, Any, tuple[int, bytes]]
+    ) -> tuple[int, bytes]:
+        """Runs `request` until the fence closes at the latest; NotLeading if it did."""
+        try:
+            async with asyncio.timeout(self._fence_left(what)) as timeout:
+                self._in_flight.add(timeout)
+                try:
+                    return await request
+                finally:
+                    self._in_flight.discard(timeout)
+        except TimeoutError as error:
+            if self.fence() > time.monotonic():
+                raise
+            raise NotLeading(f"{what}: abandoned, this operator's leadership ended") from error
+        finally:
+            request.close()
+
+    def _fence_left(self, what: str) -> float | None:
+        """Seconds until the fence closes (None: it never does); NotLeading if it is shut."""
+        left = self.fence() - time.monotonic()
+        if left <= 0:
+            raise NotLeading(f"{what}: this operator does not lead")
+        return None if math.isinf(left) else left
 
     async def request(
         self,
@@ -237,17 +277,34 @@ class ApiServerClient:
         params: Mapping[str, str] | None = None,
         type_: str = JSON,
         limit_seconds: float = WRITE_TIMEOUT_SECONDS,
+        fenced: bool = False,
     ) -> tuple[int, bytes]:
-        """One request, once more with fresh credentials after a 401."""
-        timeout = aiohttp.ClientTimeout(total=limit_seconds)
-        for refresh in (False, True):
-            headers = await self._headers(refresh=refresh, content_type=type_)
+        """One request, all tries within `limit_seconds`: once more with fresh credentials
+        after a 401, and again after the wait a 429's or 5xx's `Retry-After` asks, as
+        client-go does, while that wait ends in time. A `fenced` request checks the fence
+        before each try."""
+        until = time.monotonic() + limit_seconds
+        refreshed = False
+        for tries in itertools.count(1):
+            if fenced:
+                self._fence_left(f"{method} {path}")
+            headers = await self._headers(refresh=refreshed, content_type=type_)
+            timeout = aiohttp.ClientTimeout(total=max(until - time.monotonic(), 0.001))
             async with self.session.request(
                 method, path, data=data, params=params, headers=headers, timeout=timeout
             ) as response:
                 status, payload = response.status, await response.read()
-            if status != 401:
+                asked = retry_after_header(response.headers)
+            if status == 401 and not refreshed:
+                refreshed = True
+                continue
+            if asked is None or not (status == 429 or status >= 500) or tries >= MAX_TRIES:
                 break
+            wait = jittered(min(asked, MAX_RETRY_AFTER_SECONDS))
+            if time.monotonic() + wait >= until:
+                break
+            logger.debug("%s %s: HTTP %d, trying again in %.1fs", method, path, status, wait)
+            await asyncio.sleep(wait)
         return status, payload
 
     @contextlib.asynccontextmanager

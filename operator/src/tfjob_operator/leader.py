@@ -11,11 +11,18 @@ taking the Lease, not after a start-up.
   is when the change happened, and the candidate tries again when the lease would expire.
 - Taking and renewing are updates with the resourceVersion read (optimistic
   concurrency): of two candidates, one succeeds.
-- The leader renews every retry period. One that has not renewed for `renew_deadline`
-  stops leading: from that moment it sends no write (`may_write`, which the API client
-  checks before every write, `kube.ApiServerClient.fence`), and it exits, to come back as a
-  candidate. The renew deadline (10 s) is shorter than the lease (15 s): the old leader
-  has stopped writing before anyone may take over.
+- The leader renews every retry period; a renewal may take all that is left of the renew
+  deadline, as client-go's. One that has not renewed for `renew_deadline` stops leading.
+  Its writes are fenced by that deadline (`write_deadline`, which the API client reads as
+  it sends each write and each retry of one, `kube.ApiServerClient.fence`): a write is
+  sent only before it, and abandoned when it passes; a leader that finds the Lease lost
+  abandons what is in flight at once. Then it exits, to come back as a candidate. The
+  renew deadline (10 s) counts from when the last renewal was *sent*, and a standby counts
+  the lease (15 s) from when it *saw* that renewal: between the leader's last possible
+  write and the earliest takeover lie at least 5 s. What this does not promise, as
+  client-go's `leaderelection` does not: a request the API server had received before the
+  deadline may still be carried out after it (docs/high-availability.md says which writes
+  are safe even then).
 - A leader that stops on purpose (SIGTERM: a rolling update, a drain, `kubectl delete
   pod`) gives the Lease up, and a standby takes it at once.
 - Every change of holder this process sees is a log line naming the old and the new
@@ -27,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import socket
 import time
@@ -39,6 +47,7 @@ from typing import Any, Final
 import aiohttp
 import orjson
 
+from .backoff import jittered
 from .connection import SERVICE_ACCOUNT_DIR
 from .errors import ApiError
 from .kube import ApiServerClient, collection_path, raise_for, unavailable
@@ -231,12 +240,16 @@ class Elector:
         self.record = record
         self._seen.set()
 
+    def write_deadline(self) -> float:
+        """Until when (monotonic) this process may send and await a write: the renew
+        deadline after its last renewal while it leads; -inf when it does not."""
+        if self.renewed_at is None:
+            return -math.inf
+        return self.renewed_at + self.timings.renew_deadline
+
     def may_write(self) -> bool:
         """Whether this process may send a write now: it leads, and renewed in time."""
-        return (
-            self.renewed_at is not None
-            and self.monotonic() < self.renewed_at + self.timings.renew_deadline
-        )
+        return self.monotonic() < self.write_deadline()
 
     # -- the election ---------------------------------------------------------------
 
@@ -254,7 +267,8 @@ class Elector:
     async def _wait_for_a_chance(self) -> None:
         """Until the Lease changes, may have expired, or a retry period has passed."""
         self._seen.clear()
-        wait = self.timings.retry_period
+        # Jittered, as client-go's: candidates that failed together do not retry together.
+        wait = jittered(self.timings.retry_period)
         record = self.record
         if record is not None and record.holder not in ("", self.identity):
             expires = self.observed_at + record.lease_seconds - self.monotonic()
@@ -278,12 +292,13 @@ class Elector:
         """One attempt to take the Lease; False if someone else holds it or won."""
         if not can_take(self.record, self.identity, self.monotonic(), self.observed_at):
             return False
-        record = await self._read()
+        limit = self.timings.renew_deadline
+        record = await self._read(limit)
         if not can_take(record, self.identity, self.monotonic(), self.observed_at):
             return False
         sent = self.monotonic()
         if not await self._write(
-            record, taken_spec(record, self.identity, self._seconds, self.wall())
+            record, taken_spec(record, self.identity, self._seconds, self.wall()), limit
         ):
             return False
         self.renewed_at = sent
@@ -312,7 +327,7 @@ class Elector:
                 why = f"could not renew it for {self.timings.renew_deadline:g}s (renew deadline)"
                 break
             try:
-                if not await asyncio.wait_for(self._renew_once(), left):
+                if not await asyncio.wait_for(self._renew_once(left), left):
                     holder = self.record.holder if self.record is not None else ""
                     why = f"finds it held by {holder or 'nobody'}"
                     break
@@ -320,6 +335,9 @@ class Elector:
                 logger.warning(
                     "renewing the Lease %s/%s failed: %s", self.namespace, self.name, error
                 )
+        # From here on no write is sent, and none in flight is waited for.
+        self.renewed_at = None
+        self.api.abandon_writes()
         logger.error(
             "%s lost the Lease %s/%s: it %s, and stops leading (it writes nothing more)",
             self.identity,
@@ -328,29 +346,32 @@ class Elector:
             why,
         )
 
-    async def _renew_once(self) -> bool:
-        """One renewal; False if the Lease is no longer this candidate's."""
+    async def _renew_once(self, left: float) -> bool:
+        """One renewal, each request given what is `left` of the renew deadline (as
+        client-go's renewal may use all of it); False if the Lease is no longer this
+        candidate's."""
         sent = self.monotonic()
+        until = sent + left
         record = self.record
         if record is None or record.holder != self.identity:
-            record = await self._read()
+            record = await self._read(until - self.monotonic())
         while record is not None and record.holder == self.identity:
-            if await self._write(
-                record, taken_spec(record, self.identity, self._seconds, self.wall())
-            ):
+            spec = taken_spec(record, self.identity, self._seconds, self.wall())
+            if await self._write(record, spec, until - self.monotonic()):
                 self.renewed_at = sent
                 return True
             # Another version than ours: read it, and renew from it if it is still ours.
-            record = await self._read()
+            record = await self._read(until - self.monotonic())
         return False
 
     async def release(self) -> None:
         """Gives the Lease up, if this candidate holds it and still may write."""
         if not self.may_write() or self.record is None or self.record.holder != self.identity:
             return
+        left = self.write_deadline() - self.monotonic()
         self.renewed_at = None
         with contextlib.suppress(OSError, RuntimeError, TimeoutError):
-            if await self._write(self.record, released_spec(self.record, self.wall())):
+            if await self._write(self.record, released_spec(self.record, self.wall()), left):
                 logger.info("%s gave the Lease %s/%s up", self.identity, self.namespace, self.name)
 
     # -- requests -------------------------------------------------------------------------
@@ -359,9 +380,9 @@ class Elector:
     def _seconds(self) -> int:
         return round(self.timings.lease_duration)
 
-    async def _read(self) -> LeaseRecord | None:
+    async def _read(self, limit: float) -> LeaseRecord | None:
         status, payload = await self.api.request(
-            "GET", f"{self.path}/{self.name}", limit_seconds=self.timings.retry_period * 2
+            "GET", f"{self.path}/{self.name}", limit_seconds=limit
         )
         if status == 404:
             self.observe(None)
@@ -371,20 +392,22 @@ class Elector:
         self.observe(record)
         return record
 
-    async def _write(self, record: LeaseRecord | None, spec: Mapping[str, Any]) -> bool:
-        """Creates or updates the Lease from `record`'s version; False on a conflict."""
+    async def _write(
+        self, record: LeaseRecord | None, spec: Mapping[str, Any], limit: float
+    ) -> bool:
+        """Creates or updates the Lease from `record`'s version within `limit` seconds;
+        False on a conflict."""
         version = record.resource_version if record is not None else None
         body = orjson.dumps(lease_object(self.namespace, self.name, spec, version))
+        if limit <= 0:
+            raise TimeoutError(f"no time left to write the Lease {self.namespace}/{self.name}")
         if record is None:
             status, payload = await self.api.request(
-                "POST", self.path, data=body, limit_seconds=self.timings.retry_period * 2
+                "POST", self.path, data=body, limit_seconds=limit
             )
         else:
             status, payload = await self.api.request(
-                "PUT",
-                f"{self.path}/{self.name}",
-                data=body,
-                limit_seconds=self.timings.retry_period * 2,
+                "PUT", f"{self.path}/{self.name}", data=body, limit_seconds=limit
             )
         if status == 409:
             return False

@@ -158,7 +158,7 @@ async def run_operator(
         elector = Elector(
             api, election.namespace, election.lease, election.identity, election.timings, metrics
         )
-        api.fence = elector.may_write
+        api.fence = elector.write_deadline
     caches = Caches(
         jobs=Store(),
         pods=Store(),

@@ -17,14 +17,18 @@ Two kinds, told apart by the status code:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+import random
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Final
 
+from .backoff import retry_delay
+
 #: Status codes that refuse the object itself: only a changed spec can be accepted.
 PERMANENT_STATUSES: Final = frozenset({400, 422})
-#: Seconds before a refused child is tried again: doubled at each refusal, up to the most.
+#: Seconds before a refused child is tried again: doubled at each refusal, up to the most
+#: (backoff.py: jittered).
 FIRST_RETRY_SECONDS: Final = 2.0
 MAX_RETRY_SECONDS: Final = 60.0
 
@@ -73,8 +77,10 @@ Child = tuple[str, str]
 class Refusals:
     """One job's refused children."""
 
-    def __init__(self) -> None:
+    def __init__(self, uniform: Callable[[], float] = random.random) -> None:
         self._entries: dict[Child, _Entry] = {}
+        #: The random draw of each retry's jitter (backoff.py).
+        self._uniform = uniform
 
     def record(self, refusal: Refusal, name: str, monotonic: float) -> tuple[Refusal, bool]:
         """Remembers `refusal` (a first one, count 1) of child `name`; returns what is kept,
@@ -90,7 +96,9 @@ class Refusals:
         ) == (refusal.status, refusal.reason, refusal.generation)
         if previous is not None and same:
             refusal = replace(previous, message=refusal.message, count=previous.count + 1)
-        delay = min(FIRST_RETRY_SECONDS * 2 ** (refusal.count - 1), MAX_RETRY_SECONDS)
+        delay = retry_delay(
+            refusal.count, FIRST_RETRY_SECONDS, MAX_RETRY_SECONDS, uniform=self._uniform
+        )
         self._entries[child] = _Entry(refusal, monotonic + delay)
         return refusal, not same
 

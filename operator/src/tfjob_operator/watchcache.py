@@ -9,9 +9,11 @@ managedFields entry) costs a parse and a comparison, not a reconcile.
 
 The protocol is the API server's (as client-go's reflector uses it): list in pages, watch
 from the list's resourceVersion with bookmarks, resume from the last version seen when a
-watch ends, and list again when the server answers 410 Gone (the version has been
-compacted). A relist wakes every job whose records it changed, including jobs whose
-objects were deleted while the watch was down.
+watch ends or fails for a while (the API server restarting or throttling: a relist of
+every pod after each blip would cost the API server most when it can least afford it),
+and list again when the server answers 410 Gone (the version has been compacted). A
+relist wakes every job whose records it changed, including jobs whose objects were
+deleted while the watch was down.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ from typing import Any, Final, Generic, TypeVar
 import aiohttp
 import orjson
 
+from .backoff import delay_after
 from .errors import ApiError
-from .kube import ApiServerClient, collection_path, raise_for
+from .kube import ApiServerClient, collection_path, raise_for, unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +41,9 @@ T = TypeVar("T")
 LIST_PAGE_SIZE: Final = 500
 #: Watches are reopened every 5-10 minutes (spread, so they do not all end together).
 WATCH_SECONDS: Final = (300, 600)
+#: A list or watch that failed is tried again after this long, doubling up to the most
+#: (backoff.py: jittered, and never before the API server's Retry-After).
+FIRST_BACKOFF_SECONDS: Final = 2.0
 MAX_BACKOFF_SECONDS: Final = 30.0
 #: How often a watch of an optional resource the API server does not serve looks again.
 ABSENT_RECHECK_SECONDS: Final = 30.0
@@ -148,6 +154,8 @@ class Watch(Generic[T]):
         self._maybe_served = asyncio.Event()
         self.path = collection_path(namespace, resource.plural, resource.group_path)
         self.describe = f"{resource.name} in {namespace or 'all namespaces'}"
+        #: The version a watch resumes from: the last one seen.
+        self._version = ""
 
     async def run(self) -> None:
         failures = 0
@@ -166,12 +174,7 @@ class Watch(Generic[T]):
                 logger.info("watch of %s expired (410 Gone): listing again", self.describe)
             except (aiohttp.ClientError, TimeoutError, ApiError, ValueError) as error:
                 failures += 1
-                delay = min(2.0**failures, MAX_BACKOFF_SECONDS)
-                self.restarted("error")
-                logger.warning(
-                    "watch of %s failed (%s); listing again in %.0fs", self.describe, error, delay
-                )
-                await asyncio.sleep(delay)
+                await self._back_off(error, failures, "listing again")
 
     def recheck(self) -> None:
         """The resource may be served now (the operator has just created an object of it):
@@ -217,29 +220,56 @@ class Watch(Generic[T]):
         return version
 
     async def _watch(self, version: str) -> None:
-        """Follows the watch until the server says the version is gone (410)."""
+        """Follows the watch until the server says the version is gone (410): when a watch
+        ends, or fails in a way that passes (the API server restarting, unreachable,
+        throttling), it resumes from the last version seen, after a back-off for a
+        failure, as client-go's reflector does; a relist of everything is for 410 only."""
+        self._version = version
+        failures = 0
         while True:
-            seconds = random.randint(*WATCH_SECONDS)
-            params = self._params(
-                watch="1",
-                resourceVersion=version,
-                allowWatchBookmarks="true",
-                timeoutSeconds=str(seconds),
-            )
-            async with self.api.stream(self.path, params, idle_timeout=seconds + 30) as response:
-                if response.status == 410:
+            try:
+                if not await self._follow():
                     return
-                if response.status != 200:
-                    raise_for(response.status, f"watch {self.describe}", await response.read())
-                pending = b""
-                async for chunk in response.content.iter_any():
-                    *lines, pending = (pending + chunk).split(b"\n")
-                    for line in lines:
-                        if line:
-                            gone, version = self._apply(orjson.loads(line), version)
-                            if gone:
-                                return
-            self.restarted("resume")
+                failures = 0
+                self.restarted("resume")
+            except (aiohttp.ClientError, TimeoutError, ApiError) as error:
+                if not unavailable(error):
+                    raise
+                failures += 1
+                await self._back_off(error, failures, f"resuming from version {self._version}")
+
+    async def _back_off(self, error: Exception, failures: int, then: str) -> None:
+        """Waits after the `failures`-th failure in a row, `error` the last; `then` says
+        what comes next."""
+        delay = delay_after(error, failures, FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS)
+        self.restarted("error")
+        logger.warning("watch of %s failed (%s); %s in %.0fs", self.describe, error, then, delay)
+        await asyncio.sleep(delay)
+
+    async def _follow(self) -> bool:
+        """One watch from `_version`, kept up to date as events come; False once the
+        server says that version is gone (410)."""
+        seconds = random.randint(*WATCH_SECONDS)
+        params = self._params(
+            watch="1",
+            resourceVersion=self._version,
+            allowWatchBookmarks="true",
+            timeoutSeconds=str(seconds),
+        )
+        async with self.api.stream(self.path, params, idle_timeout=seconds + 30) as response:
+            if response.status == 410:
+                return False
+            if response.status != 200:
+                raise_for(response.status, f"watch {self.describe}", await response.read())
+            pending = b""
+            async for chunk in response.content.iter_any():
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    if line:
+                        gone, self._version = self._apply(orjson.loads(line), self._version)
+                        if gone:
+                            return False
+        return True
 
     def _apply(self, event: Mapping[str, Any], version: str) -> tuple[bool, str]:
         """Applies one watch event; returns (version expired, the version to resume from)."""

@@ -7,8 +7,10 @@ import subprocess
 from typing import Any
 
 import pytest
+import yaml
 
 # The harness is not an installed package: it runs from the repository root.
+from chaos import rbac
 from chaos.faults import DOWN_SECONDS, Fault, FaultKind, schedule
 from chaos.journal import Seen, seen
 from chaos.verdict import OperatorFigures, judge
@@ -227,6 +229,7 @@ def verdict_of(records: list[Seen], **overrides: Any) -> Any:
         "requests": [],
         "coverage": COVERAGE,
         "wall_seconds": 40,
+        "started_at": 80.0,
     } | overrides
     return judge(**arguments)
 
@@ -414,3 +417,75 @@ def test_a_leader_gone_with_no_standby_taking_over_fails_the_run() -> None:
     verdict = verdict_of(a_good_run(), faults=[fault], requests=requests)
     assert not verdict.ok
     assert verdict.takeovers[0].new is None
+
+
+def test_a_request_the_charts_roles_refuse_fails_the_run_and_a_throttled_one_is_counted() -> None:
+    requests = [
+        write("operator-1", 100.0, "leases", 201),
+        write("operator-1", 101.0, "pods", 429),
+        write("operator-1", 101.5, "pods", 429),
+        write("operator-1", 102.0, "tfjobs", 429, "patch"),
+    ]
+    throttled = verdict_of(a_good_run(), requests=requests)
+    assert throttled.ok, throttled.table()
+    assert throttled.throttled == {"create pods": 2, "patch tfjobs": 1}
+    (row,) = [line for line in throttled.table().splitlines() if "throttled (429)" in line]
+    assert row.endswith("  3: create pods 2, patch tfjobs 1")
+    forbidden = verdict_of(a_good_run(), requests=[*requests, write("operator-1", 103.0, code=403)])
+    assert not forbidden.ok
+    assert [f["request"] for f in forbidden.forbidden] == ["create pods chaos/x"]
+    # While a restarted API server starts (run seconds 20-26 and 2 more), its authorizer has
+    # not read the roles yet: its refusals then are not the chart's.
+    restart = Fault(FaultKind.APISERVER_RESTART, 20, 26)
+    starting = [write("operator-1", 80.0 + t, code=403) for t in (21.0, 27.5)]
+    assert verdict_of(a_good_run(), requests=starting, faults=[restart]).ok
+    late = write("operator-1", 80.0 + 28.5, code=403)
+    assert not verdict_of(a_good_run(), requests=[*starting, late], faults=[restart]).ok
+
+
+def test_the_operators_get_the_charts_own_roles_bound_to_their_group() -> None:
+    documents = [d for d in yaml.safe_load_all(rbac.INSTALL.read_text()) if d]
+    granted = {(o["kind"], o["metadata"]["name"]): o for o in rbac.operator_rbac(documents, "ops")}
+    assert sorted(granted) == [
+        ("ClusterRole", "tfjob-operator"),
+        ("ClusterRoleBinding", "tfjob-operator"),
+        ("Role", "tfjob-operator-leader-election"),
+        ("RoleBinding", "tfjob-operator-leader-election"),
+    ]
+    chart = {(d["kind"], d["metadata"]["name"]): d for d in documents}
+    assert granted["ClusterRole", "tfjob-operator"] == chart["ClusterRole", "tfjob-operator"]
+    for binding in (
+        ("ClusterRoleBinding", "tfjob-operator"),
+        (
+            "RoleBinding",
+            "tfjob-operator-leader-election",
+        ),
+    ):
+        subjects = granted[binding]["subjects"]
+        assert subjects[:-1] == chart[binding]["subjects"]  # the ServiceAccount, as shipped
+        assert subjects[-1] == {
+            "kind": "Group",
+            "name": "ops",
+            "apiGroup": "rbac.authorization.k8s.io",
+        }
+
+
+def test_a_generation_whose_pods_could_not_start_is_one_more_restart() -> None:
+    """Its leader's script never ran (the runtime's StartError, 128): generation 1 runs as
+    the retry and succeeds, after one restart in all."""
+    records = [
+        job_seen(1, "Created", event="ADDED"),
+        pod_seen(2, "p0", "Pending", "0"),
+        pod_seen(9, "p0", "Failed", "0", exit_code=128),
+        job_seen(10, "Restarting", 1),
+        pod_seen(11, "p0b", "Running", "1"),
+        pod_seen(40, "p0b", "Running", "1", exit_code=0),
+        job_seen(41, "Succeeded", 1),
+    ]
+    verdict = verdict_of(records)
+    (job,) = verdict.jobs
+    assert (job.unstarted_generations, job.expected_restarts) == ([0], 1)
+    assert verdict.ok, verdict.table()
+    # A second restart no failure explains is still one too many.
+    extra = [*records[:-1], job_seen(41, "Succeeded", 2)]
+    assert not verdict_of(extra).ok

@@ -625,6 +625,48 @@ def test_a_refused_pod_is_the_running_condition_and_an_invalid_one_fails_after_g
     assert created(failed) == []
 
 
+def test_the_grace_counts_from_the_refusal_the_status_records_so_a_restart_keeps_it() -> None:
+    pods = [pod(MWMS, "chief-0"), pod(MWMS, "worker-0")]
+    first = run(MWMS, pods, refusals=[refusal(422)], invalid_grace_seconds=30)
+    assert first.status is not None
+    recorded = condition(written(first), "Running")
+    assert recorded["lastTransitionTime"] == "2026-11-22T12:00:00Z"  # the refusal's start
+    # Another operator (a restart, a takeover) sees the refusal for the first time 20 s on.
+    restart = NOW + timedelta(seconds=20)
+    seen_again = refusal(422, since=restart)
+    kept = run(MWMS, pods, first.status, refusals=[seen_again], now=restart)
+    assert kept.status is None  # the status already says it all: the same deadline
+    assert kept.requeue_after == pytest.approx(10)
+    failed = run(MWMS, pods, first.status, refusals=[seen_again], now=NOW + timedelta(seconds=30))
+    assert failed.status is not None
+    assert condition(written(failed), "Failed")["reason"] == "FailedCreatePod"
+    # A status of another generation of the spec (an edit) says nothing of this refusal.
+    edited = {**first.status, "observedGeneration": 0}
+    fresh = run(MWMS, pods, edited, refusals=[seen_again], now=restart)
+    assert fresh.status is not None
+    restarted = condition(written(fresh), "Running")
+    assert restarted["lastTransitionTime"] == "2026-11-22T12:00:20Z"
+    assert "fails at 2026-11-22T12:00:50Z" in restarted["message"]
+
+
+def test_a_refusal_after_another_waiting_reason_starts_the_condition_anew() -> None:
+    """Running was already False (a pod pulling its image): the refusal still marks when
+    it began, since its grace counts from there."""
+    pull = {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}
+    waiting = {"containerStatuses": [{"name": "tensorflow", "state": {"waiting": pull}}]}
+    pods = [pod(MWMS, "chief-0", "Pending", status=waiting), pod(MWMS, "worker-0")]
+    status = settle(MWMS, pods)
+    assert condition(status, "Running")["lastTransitionTime"] == "2026-11-22T12:00:00Z"
+    later = NOW + timedelta(minutes=5)
+    plan = run(MWMS, pods, status, refusals=[refusal(422, since=later)], now=later)
+    assert plan.status is not None
+    reported = condition(written(plan), "Running")
+    assert (reported["reason"], reported["lastTransitionTime"]) == (
+        "FailedCreatePod",
+        "2026-11-22T12:05:00Z",
+    )
+
+
 def test_a_forbidden_pod_waits_and_a_changed_spec_makes_a_refusal_moot() -> None:
     pods = [pod(MWMS, "chief-0"), pod(MWMS, "worker-0")]
     much_later = NOW + timedelta(hours=1)

@@ -14,11 +14,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from support.api_clients import client_of
 
 from tfjob_operator.api import JobRef
-from tfjob_operator.connection import Connection, TokenSource
 from tfjob_operator.errors import ApiError
-from tfjob_operator.kube import ApiServerClient, Kube, unavailable
+from tfjob_operator.kube import Kube, unavailable
 from tfjob_operator.metrics import Metrics
 
 pytestmark = pytest.mark.unit
@@ -56,12 +56,7 @@ def run(scenario: Scenario, max_in_flight: int, metrics: Metrics | None = None) 
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", server.handle)
         async with TestServer(app) as test_server:
-            connection = Connection(
-                server=str(test_server.make_url("")).rstrip("/"),
-                ssl_context=False,
-                tokens=TokenSource(token="secret"),
-            )
-            api = ApiServerClient(connection, max_in_flight=max_in_flight, metrics=metrics)
+            api = client_of(test_server, max_in_flight=max_in_flight, metrics=metrics)
             try:
                 await asyncio.wait_for(scenario(Kube(api), server), 10)
             finally:

@@ -79,10 +79,17 @@ class FakeLeases:
         self.version = 0
         self.writes: list[tuple[str, str]] = []
         self.down = False
+        #: Each request's time limit, and how often writes in flight were abandoned.
+        self.limits: list[float] = []
+        self.abandoned = 0
+
+    def abandon_writes(self) -> None:
+        self.abandoned += 1
 
     async def request(
-        self, method: str, path: str, *, data: bytes | None = None, **_: Any
+        self, method: str, path: str, *, data: bytes | None = None, **options: Any
     ) -> tuple[int, bytes]:
+        self.limits.append(options["limit_seconds"])
         if self.down:
             raise OSError("connection refused")
         if path.endswith("/events"):
@@ -146,7 +153,7 @@ def test_a_standby_takes_over_only_once_the_lease_went_unrenewed_for_its_duratio
         leader = elector(leases, "operator-a", clock)
         assert await leader._try_take()
         standby = elector(leases, "operator-b", clock)
-        await standby._read()  # the watch shows it the Lease: observed now
+        await standby._read(10)  # the watch shows it the Lease: observed now
         clock.now += 14.9
         assert not await standby._try_take()
         clock.now += 0.2
@@ -179,14 +186,51 @@ def test_renewing_keeps_the_leader_writing_and_a_lost_lease_ends_its_leadership(
         leader = elector(leases, "operator-a", clock)
         assert await leader._try_take()
         clock.now += 5
-        assert await leader._renew_once()
+        assert await leader._renew_once(10)
         clock.now += 9
         assert leader.may_write()  # renewed 9 s ago
         # Someone took the Lease meanwhile: the renewal finds it is not the holder.
         assert leases.body is not None
         leases.body["spec"]["holderIdentity"] = "operator-b"
         leases.body["metadata"]["resourceVersion"] = "99"
-        assert not await leader._renew_once()
+        assert not await leader._renew_once(10)
+
+    asyncio.run(scenario())
+
+
+def test_a_renewal_may_use_all_that_is_left_of_the_renew_deadline() -> None:
+    """As client-go's: an API server answering in 4-10 s does not cost the leadership."""
+
+    async def scenario() -> None:
+        leases, clock = FakeLeases(), Clock()
+        leader = elector(leases, "operator-a", clock)
+        assert await leader._try_take()
+        clock.now += 2
+        leases.limits.clear()
+        assert await leader._renew_once(8.0)
+        assert leases.limits == [8.0]  # not 2 x the retry period (4 s)
+
+    asyncio.run(scenario())
+
+
+def test_a_leader_that_finds_the_lease_lost_stops_writing_and_abandons_its_writes() -> None:
+    async def scenario() -> None:
+        leases, clock = FakeLeases(), Clock()
+        timings = Timings(lease_duration=1.0, renew_deadline=0.5, retry_period=0.05)
+        leader = Elector(
+            leases,  # type: ignore[arg-type]
+            "tfjob-system", "tfjob-operator", "operator-a", timings, Metrics(),
+            monotonic=clock, wall=lambda: AT,
+        )  # fmt: skip
+        assert await leader._try_take()
+        assert leases.body is not None
+        leases.body["spec"]["holderIdentity"] = "operator-b"
+        leases.body["metadata"]["resourceVersion"] = "99"
+        leader.record = None  # its watch has not shown it yet
+        await asyncio.wait_for(leader._renew(), 5)
+        # Well within its renew deadline by its clock, it writes nothing more.
+        assert not leader.may_write()
+        assert leases.abandoned == 1
 
     asyncio.run(scenario())
 

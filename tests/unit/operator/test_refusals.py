@@ -17,7 +17,7 @@ POD = ("pod", "mnist-worker-0")
 
 
 def test_each_refusal_doubles_the_wait_up_to_a_minute_and_keeps_its_first_moment() -> None:
-    refusals = Refusals()
+    refusals = Refusals(uniform=lambda: 0.0)  # the least jitter
     waits = []
     for attempt in range(8):
         refusal, new = refusals.record(
@@ -59,3 +59,9 @@ def test_a_pod_and_its_service_are_separate_and_forgotten_when_not_created_again
     refusals.accepted(("service", "mnist-worker-0"))
     assert not refusals
     assert refusals.next_retry(0.0) is None
+
+
+def test_retries_are_jittered_by_up_to_half_their_wait() -> None:
+    refusals = Refusals(uniform=lambda: 1.0)  # the most jitter
+    refusals.record(FORBIDDEN, POD[1], 100.0)
+    assert refusals.retry_in(POD, 100.0) == 3.0

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import BaseTestServer, TestServer
+from aiohttp.test_utils import TestServer
+from support.api_clients import TOKEN, client_of
 
-from tfjob_operator.connection import Connection, TokenSource
-from tfjob_operator.kube import ApiServerClient
+from tfjob_operator import watchcache
 from tfjob_operator.watchcache import Resource, Store, Watch
 
 pytestmark = pytest.mark.unit
@@ -54,7 +54,7 @@ class FakeApiServer:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         query = dict(request.query)
         self.requests.append(query)
-        assert request.headers["Authorization"] == "Bearer secret"
+        assert request.headers["Authorization"] == f"Bearer {TOKEN}"
         assert query["labelSelector"] == "tfjob.dev/job-name"
         if "watch" not in query:
             items, version, token = self._page(query.get("continue"))
@@ -63,9 +63,13 @@ class FakeApiServer:
         if not self.watches:
             self.done.set()
             await asyncio.sleep(3600)
+        script = self.watches.pop(0)
+        if script and "http" in script[0]:  # the watch is refused, with this status code
+            code = script[0]["http"]
+            return web.json_response({"kind": "Status", "code": code}, status=code)
         response = web.StreamResponse()
         await response.prepare(request)
-        for event in self.watches.pop(0):
+        for event in script:
             await response.write(json.dumps(event).encode() + b"\n")
         return response
 
@@ -79,14 +83,6 @@ class FakeApiServer:
         return page, version, "" if last else str(index + 1)
 
 
-def api_of(test_server: BaseTestServer) -> ApiServerClient:
-    """A client of the fake API server, with the token it expects."""
-    server = str(test_server.make_url("")).rstrip("/")
-    return ApiServerClient(
-        Connection(server=server, ssl_context=False, tokens=TokenSource(token="secret"))
-    )
-
-
 def run_watch(server: FakeApiServer) -> tuple[Store[str], list[tuple[str, str]]]:
     store: Store[str] = Store()
     woken: list[tuple[str, str]] = []
@@ -95,7 +91,7 @@ def run_watch(server: FakeApiServer) -> tuple[Store[str], list[tuple[str, str]]]
         app = web.Application()
         app.router.add_get("/api/v1/pods", server.handle)
         async with TestServer(app) as test_server:
-            api = api_of(test_server)
+            api = client_of(test_server)
             resource = Resource("pods", label_selector="tfjob.dev/job-name")
             watch = Watch(api, resource, None, store, read, woken.append)
             task = asyncio.create_task(watch.run())
@@ -193,7 +189,7 @@ def test_an_optional_resource_the_server_does_not_serve_is_synced_empty_and_look
         app = web.Application()
         app.router.add_get("/apis/kueue.x-k8s.io/v1beta2/workloads", absent)
         async with TestServer(app) as test_server:
-            api = api_of(test_server)
+            api = client_of(test_server)
             resource = Resource("workloads", "/apis/kueue.x-k8s.io/v1beta2", optional=True)
             store: Store[str] = Store()
             watch = Watch(api, resource, None, store, read, lambda _: None)
@@ -235,7 +231,7 @@ def test_an_absent_resource_is_listed_again_at_once_when_told_it_may_be_served(
         app = web.Application()
         app.router.add_get("/apis/scheduling.x-k8s.io/v1alpha1/podgroups", podgroups)
         async with TestServer(app) as test_server:
-            api = api_of(test_server)
+            api = client_of(test_server)
             resource = Resource("podgroups", "/apis/scheduling.x-k8s.io/v1alpha1", optional=True)
             store: Store[str] = Store()
             woken: list[tuple[str, str]] = []
@@ -257,3 +253,23 @@ def test_an_absent_resource_is_listed_again_at_once_when_told_it_may_be_served(
     before, records = asyncio.run(scenario())
     assert before == 0
     assert records == ["Pending"]
+
+
+def test_a_watch_that_fails_while_the_server_restarts_resumes_from_its_version_unlisted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(watchcache, "FIRST_BACKOFF_SECONDS", 0.05)
+    server = FakeApiServer(
+        lists=[[pod("a-worker-0", "a", 10)]],
+        watches=[
+            [{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "150"}}}],
+            [{"http": 503}],
+            [{"http": 503}],
+            [{"type": "MODIFIED", "object": pod("a-worker-0", "a", 160, "Succeeded")}],
+        ],
+    )
+    store, _ = run_watch(server)
+    assert store.get(("ml", "a")) == ["Succeeded"]
+    assert sum("watch" not in r for r in server.requests) == 1  # listed once, never again
+    watches = [r["resourceVersion"] for r in server.requests if "watch" in r]
+    assert watches == ["100", "150", "150", "150", "160"]
