@@ -34,6 +34,14 @@ Two operators run, electing a leader on a Lease as the chart's two replicas do
 - watch-expiry: etcd's history is compacted to its current revision and the API server
   restarted, as a rolling upgrade after etcd's periodic compaction: every watch resuming
   from an older version gets 410 Gone and must list again.
+- apiserver-latency: for 20-40 s every answer of the API server reaches the operators
+  2-8 s late (chaos.proxies).
+- leader-partition: the leader alone is cut from the API server for longer than its lease,
+  its connections half-open (chaos.proxies): the standby takes over; the old leader must
+  write nothing more, and exits when it finds it could not renew.
+- clock-skew: the standby is replaced by a candidate whose wall clock runs 3 minutes
+  ahead (chaos.clocks), and the leader is killed: the skewed one takes over, and leads
+  until a later fault replaces it.
 
 Faults never overlap: each starts once the one before has ended and the cluster has had a
 quiet gap, so that the time a job takes to settle can be put down to one fault.
@@ -61,6 +69,9 @@ class FaultKind(StrEnum):
     NODE_LOSS = "node-loss"
     APISERVER_THROTTLE = "apiserver-throttle"
     WATCH_EXPIRY = "watch-expiry"
+    APISERVER_LATENCY = "apiserver-latency"
+    LEADER_PARTITION = "leader-partition"
+    CLOCK_SKEW = "clock-skew"
 
 
 #: How long the node lifecycle controller waits for a silent node before it finds it
@@ -91,6 +102,11 @@ DOWN_SECONDS: Final = {
     FaultKind.APISERVER_THROTTLE: (20.0, 40.0),
     # The API server's restart after etcd's compaction.
     FaultKind.WATCH_EXPIRY: (1.0, 3.0),
+    FaultKind.APISERVER_LATENCY: (20.0, 40.0),
+    # Past the lease (15 s) as the standby observes it, and its next try.
+    FaultKind.LEADER_PARTITION: (20.0, 30.0),
+    # The old leader killed, before its successor starts.
+    FaultKind.CLOCK_SKEW: (0.5, 3.0),
 }
 #: The control-plane component each restart kind kills.
 CONTROL_PLANE: Final = {
@@ -121,6 +137,8 @@ TAKEOVERS: Final = frozenset(
         FaultKind.LEADER_PAUSE,
         FaultKind.LEADER_NODE_LOSS,
         FaultKind.ROLLING_UPDATE,
+        FaultKind.LEADER_PARTITION,
+        FaultKind.CLOCK_SKEW,
     }
 )
 

@@ -7,8 +7,10 @@ import os
 import signal
 import time
 
+from chaos.clocks import SKEW_SECONDS
 from chaos.faults import CONTROL_PLANE, NODE, TAKEOVERS, Fault, FaultKind, PlannedFault
 from chaos.operators import GROUP, Candidate, Candidates
+from chaos.proxies import latency, partition
 from chaos.throttle import throttled
 from tfjob_localcluster.cluster import LocalCluster
 
@@ -45,6 +47,10 @@ class Injector:
                 time.sleep(fault.down)
             finally:
                 _signal(groups, signal.SIGCONT)
+        elif fault.kind is FaultKind.APISERVER_LATENCY:
+            names = [c.identity for c in self.operators.running]
+            with latency(self.operators.toxiproxy, names):
+                time.sleep(fault.down)
         elif fault.kind is FaultKind.APISERVER_THROTTLE:
             with throttled(self.operators.rest, GROUP):
                 time.sleep(fault.down)
@@ -74,6 +80,16 @@ class Injector:
                 time.sleep(fault.down)
             finally:
                 _signal(group, signal.SIGCONT)
+        elif fault.kind is FaultKind.CLOCK_SKEW:
+            for standby in [c for c in self.operators.running if c is not leader]:
+                self.operators.replace(standby, skew=SKEW_SECONDS)
+            gone = time.time()
+            self.operators.kill(leader)
+            time.sleep(fault.down)
+            self.operators.succeed(leader)
+        elif fault.kind is FaultKind.LEADER_PARTITION:
+            with partition(self.operators.toxiproxy, leader.identity):
+                time.sleep(fault.down)
         elif fault.kind is FaultKind.LEADER_NODE_LOSS:
             _signal(group, signal.SIGSTOP)
             time.sleep(fault.down)

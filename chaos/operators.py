@@ -3,6 +3,9 @@ runs them, each a process of this checkout with a user of its own (so that the A
 server's audit log tells their requests apart) allowed what the chart allows its
 ServiceAccount (chaos.rbac).
 
+Each reaches the API server through a proxy of its own (chaos.proxies), which the network
+faults slow down or cut.
+
 A candidate that exits by itself (a leader that lost its Lease exits, to come back as a
 candidate) is started again under the same name, as the kubelet restarts a pod's
 container; a candidate whose pod is gone (killed, its node lost) is succeeded by a new one
@@ -13,11 +16,14 @@ update replaces each candidate by a new one, the new one first.
 from __future__ import annotations
 
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chaos.clocks import skewed_environment
+from chaos.proxies import Toxiproxy
 from chaos.verdict import OperatorFigures
 from harness.operator_process import (
     ERROR_LINE,
@@ -42,8 +48,11 @@ class CandidateError(RuntimeError):
 
 @dataclass
 class Candidate:
+    #: Its name, its user in the audit log, and the name of its proxy (chaos.proxies).
     identity: str
     process: OperatorProcess
+    #: Seconds its wall clock runs ahead of the cluster's (chaos.clocks).
+    skew: int = 0
 
 
 @dataclass
@@ -52,6 +61,8 @@ class Candidates:
     rest: Rest
     state_dir: Path
     say: Callable[[str], None]
+    #: Each candidate reaches the API server through a proxy of its own here.
+    toxiproxy: Toxiproxy
     #: The candidates running now (or killed, until they start again).
     running: list[Candidate] = field(default_factory=list)
     #: Every candidate the run had, replaced ones too.
@@ -114,10 +125,11 @@ class Candidates:
         self.running.append(new)
         return new
 
-    def replace(self, old: Candidate) -> Candidate:
-        """A rolling update's step: a new candidate started and ready, then the old one
-        stopped (SIGTERM: a leader gives its Lease up)."""
-        new = self._new()
+    def replace(self, old: Candidate, skew: int = 0) -> Candidate:
+        """A rolling update's step: a new candidate (its clock `skew` seconds ahead)
+        started and ready, then the old one stopped (SIGTERM: a leader gives its Lease
+        up)."""
+        new = self._new(skew)
         self._start(new)
         self.running.append(new)
         self._collect(old)
@@ -144,11 +156,15 @@ class Candidates:
             error_lines=sum(1 for line in lines if ERROR_LINE.search(line)),
         )
 
-    def _new(self) -> Candidate:
+    def _new(self, skew: int = 0) -> Candidate:
         identity = f"operator-{len(self.every) + 1}"
         assert self.cluster.control_plane is not None
+        upstream = urllib.parse.urlsplit(self.cluster.control_plane.api_url).netloc
+        listen = self.toxiproxy.proxy(identity, upstream)
         # The chart's roles, bound to the group (chaos.rbac): nothing more.
-        kubeconfig = self.cluster.control_plane.client_kubeconfig(identity, identity, (GROUP,))
+        kubeconfig = self.cluster.control_plane.client_kubeconfig(
+            identity, identity, (GROUP,), server=f"https://{listen}"
+        )
         command = OperatorCommand.checkout(
             "--leader-elect",
             f"--leader-election-namespace={LEASE_NAMESPACE}",
@@ -156,7 +172,9 @@ class Candidates:
             f"--leader-election-identity={identity}",
         )
         log = self.state_dir / f"{identity}.log"
-        candidate = Candidate(identity, OperatorProcess(command, kubeconfig, log, user=identity))
+        env = skewed_environment(skew) if skew else None
+        process = OperatorProcess(command, kubeconfig, log, user=identity, env=env)
+        candidate = Candidate(identity, process, skew)
         self.every.append(candidate)
         return candidate
 

@@ -25,9 +25,11 @@ from chaos.faults import NODE_GRACE_SECONDS, Fault, schedule
 from chaos.injector import Injector
 from chaos.journal import Journal, Watcher
 from chaos.operators import GROUP, LEASE_NAMESPACE, Candidates
+from chaos.proxies import Toxiproxy
 from chaos.verdict import TERMINAL, Verdict, judge
 from chaos.workload import plan_jobs
 from harness import audit
+from tfjob_localcluster import packages
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import BUSYBOX
 from tfjob_localcluster.rest import Rest, RestError
@@ -57,6 +59,7 @@ class Settings:
 
 
 def run(settings: Settings, state_dir: Path, say: Callable[[str], None]) -> Verdict:
+    packages.ensure(["faketime"], say=say)  # the clock-skew fault (chaos.clocks)
     grace = [f"--node-monitor-grace-period={NODE_GRACE_SECONDS}s"]
     # The operators' requests, in the API server's own record: takeovers are read there.
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -70,12 +73,12 @@ def run(settings: Settings, state_dir: Path, say: Callable[[str], None]) -> Verd
             "kube-apiserver": audit.apiserver_args(policy, state_dir / "audit.log"),
         },
     )
-    with cluster, Bystander(cluster, state_dir):
+    with cluster, Bystander(cluster, state_dir), Toxiproxy(state_dir) as toxiproxy:
         cluster.load_images([BUSYBOX])
         assert cluster.control_plane is not None
         rest = cluster.control_plane.rest()
         _install(cluster, rest)
-        operators = Candidates(cluster, rest, state_dir, say)
+        operators = Candidates(cluster, rest, state_dir, say, toxiproxy)
         try:
             operators.start()
             return _run(settings, cluster, rest, operators, state_dir / "audit.log", say)

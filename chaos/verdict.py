@@ -248,12 +248,17 @@ class Verdict:
         taken = [t.lease_taken for t in self.takeovers if t.lease_taken is not None]
         first = [t.first_write for t in self.takeovers if t.first_write is not None]
         missed = [f"{t.kind} of {t.old}" for t in self.takeovers if t.new is None]
+        by_kind: dict[str, list[float]] = defaultdict(list)
+        for t in self.takeovers:
+            if t.lease_taken is not None:
+                by_kind[t.kind].append(t.lease_taken)
         return [
             (
                 "takeovers (leader gone → Lease taken)",
                 f"{len(taken)} of {len(self.takeovers)}: {spread(taken)}"
                 + (f"; none after {', '.join(missed)}" if missed else ""),
             ),
+            *((f"  after {kind}", spread(seconds)) for kind, seconds in sorted(by_kind.items())),
             ("takeovers (leader gone → first job write)", spread(first)),
             ("writes by a deposed leader", _count(self.deposed_writes)),
         ]

@@ -20,7 +20,7 @@ import shlex
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,9 +76,15 @@ class OperatorProcess:
     """One run of the operator under test; see the module docstring."""
 
     def __init__(
-        self, command: OperatorCommand, kubeconfig: Path, log_path: Path, user: str = ""
+        self,
+        command: OperatorCommand,
+        kubeconfig: Path,
+        log_path: Path,
+        user: str = "",
+        env: Mapping[str, str] | None = None,
     ) -> None:
-        """`user`: the name the operator's requests have in the audit log (wait_ready)."""
+        """`user`: the name the operator's requests have in the audit log (wait_ready);
+        `env`: variables added to the process's environment."""
         self.command = command
         self.user = user
         self.log_path = log_path
@@ -89,8 +95,8 @@ class OperatorProcess:
             "python": sys.executable,
         }
         self.argv = [w.format(**self.values) for w in check_template(command.template)]
-        env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-        self.process = ManagedProcess("operator", self.argv, log_path, env=env)
+        environment = {**os.environ, "KUBECONFIG": str(kubeconfig), **(env or {})}
+        self.process = ManagedProcess("operator", self.argv, log_path, env=environment)
         self.identity: ProcessIdentity | None = None
 
     def start(self) -> ProcessIdentity:

@@ -16,9 +16,13 @@ import sys
 import pytest
 from support.early_runs import EarlyRun, Finished
 
+from chaos.faults import FaultKind, schedule
+
 pytestmark = pytest.mark.integration
 
 JOBS = 6
+SEED = 1
+GAP = (2.0, 6.0)
 CHAOS = EarlyRun(
     "chaos",
     lambda work_dir: [
@@ -28,15 +32,22 @@ CHAOS = EarlyRun(
         f"--jobs={JOBS}",
         "--faults-per-kind=1",
         "--submit-within=20",
+        f"--seed={SEED}",
         # Shorter quiet gaps than a full run's: one fault still ends before the next.
         "--gap",
-        "2",
-        "6",
+        *(f"{seconds:g}" for seconds in GAP),
         "--settle=180",
         f"--output={work_dir / 'chaos.json'}",
     ],
     timeout=840,
 )
+
+
+def test_the_seed_loses_the_node_while_the_jobs_run() -> None:
+    """What the run below must show of a lost node needs it lost early, while the jobs
+    (submitted within 20 s) run: the seed's schedule must put it first or second."""
+    kinds = [fault.kind for fault in schedule(1, GAP, SEED)]
+    assert FaultKind.NODE_LOSS in kinds[:2], f"seed {SEED} loses the node late: {kinds}"
 
 
 @pytest.mark.timeout(900)
@@ -62,6 +73,9 @@ def test_a_short_chaos_run_loses_nothing(early_run: Finished) -> None:
         "node-loss": 1,
         "apiserver-throttle": 1,
         "watch-expiry": 1,
+        "apiserver-latency": 1,
+        "leader-partition": 1,
+        "clock-skew": 1,
     }, report
     assert len(result["jobs"]) == JOBS
     assert {j["outcome"] for j in result["jobs"]} == {"succeeds", "fails once, retried", "fails"}
@@ -79,8 +93,10 @@ def test_a_short_chaos_run_loses_nothing(early_run: Finished) -> None:
     # Each takeover: a standby took the Lease, and no leader wrote after it was deposed.
     takeovers = result["takeovers"]
     assert sorted(t["kind"] for t in takeovers) == [
+        "clock-skew",
         "leader-kill",
         "leader-node-loss",
+        "leader-partition",
         "leader-pause",
         "rolling-update",
     ], report

@@ -209,6 +209,11 @@ class Binaries:
         return self.path("scheduler")
 
     @property
+    def toxiproxy_server(self) -> Path:
+        """Shopify's Toxiproxy (the chaos run's network faults)."""
+        return self.path("toxiproxy-server")
+
+    @property
     def kubernetes_version(self) -> str:
         return self.versions["KUBERNETES_VERSION"]
 

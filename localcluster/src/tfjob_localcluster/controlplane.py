@@ -227,12 +227,16 @@ class ControlPlane(Started):
 
     # --- certificates and kubeconfigs ------------------------------------------------
 
-    def client_kubeconfig(self, name: str, user: str, groups: tuple[str, ...] = ()) -> Path:
-        """A kubeconfig for `user` (in `groups`), certificate issued by the cluster CA."""
+    def client_kubeconfig(
+        self, name: str, user: str, groups: tuple[str, ...] = (), server: str = ""
+    ) -> Path:
+        """A kubeconfig for `user` (in `groups`), certificate issued by the cluster CA;
+        `server`, a URL that reaches the API server some other way (a proxy on the host's
+        loopback: its certificate names 127.0.0.1), replaces the API server's own."""
         pair = self.ca.issue(self.pki_dir / f"{name}.crt", user, organizations=groups, client=True)
         return write_kubeconfig(
             self.state_dir / f"{name}.kubeconfig",
-            kubeconfig(self.api_url, self.ca.pair.cert, pair, user),
+            kubeconfig(server or self.api_url, self.ca.pair.cert, pair, user),
         )
 
     def rest(self) -> Rest:

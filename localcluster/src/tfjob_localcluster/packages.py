@@ -10,10 +10,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sysconfig
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tfjob_localcluster.procs import failure_excerpt
+
+#: Debian's libfaketime, in the multiarch directory of this machine's architecture.
+LIBFAKETIME = f"/usr/lib/{sysconfig.get_config_var('MULTIARCH')}/faketime/libfaketime.so.1"
 
 # What is needed -> (a command on PATH, or an absolute path, that shows it is installed;
 # the Debian package providing it).
@@ -32,6 +36,8 @@ NEEDS: dict[str, tuple[str, str]] = {
     # The browser tests' headless Chromium and its WebDriver (tests/support/browser.py).
     "chromium": ("chromium", "chromium"),
     "chromedriver": ("chromedriver", "chromium-driver"),
+    # The chaos run's clock skew (chaos/clocks.py): a process's time shifted by LD_PRELOAD.
+    "faketime": (LIBFAKETIME, "libfaketime"),
 }
 NODE = ("containerd", "runc", "cni-plugins", "iptables")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

@@ -11,18 +11,19 @@ taking the Lease, not after a start-up.
   is when the change happened, and the candidate tries again when the lease would expire.
 - Taking and renewing are updates with the resourceVersion read (optimistic
   concurrency): of two candidates, one succeeds.
-- The leader renews every retry period; a renewal may take all that is left of the renew
-  deadline, as client-go's. One that has not renewed for `renew_deadline` stops leading.
-  Its writes are fenced by that deadline (`write_deadline`, which the API client reads as
-  it sends each write and each retry of one, `kube.ApiServerClient.fence`): a write is
-  sent only before it, and abandoned when it passes; a leader that finds the Lease lost
-  abandons what is in flight at once. Then it exits, to come back as a candidate. The
-  renew deadline (10 s) counts from when the last renewal was *sent*, and a standby counts
-  the lease (15 s) from when it *saw* that renewal: between the leader's last possible
-  write and the earliest takeover lie at least 5 s. What this does not promise, as
-  client-go's `leaderelection` does not: a request the API server had received before the
-  deadline may still be carried out after it (docs/high-availability.md says which writes
-  are safe even then).
+- The leader renews every retry period; as client-go's, a renewal may be tried until the
+  renew deadline from its start, and a leader that could not renew in that time stops
+  leading. Its writes are fenced by the renew deadline after its last renewal that
+  succeeded (`write_deadline`, which the API client reads as it sends each write and
+  each retry of one, `kube.ApiServerClient.fence`): a write is sent only before it, and
+  abandoned when it passes; a slow API server closes the fence for a while, not the
+  leadership. A leader that finds the Lease lost abandons what is in flight at once, and
+  exits, to come back as a candidate. The fence counts from when the last renewal was
+  *sent*, and a standby counts the lease (15 s) from when it *saw* that renewal: between
+  the leader's last possible write (10 s) and the earliest takeover lie at least 5 s.
+  What this does not promise, as client-go's `leaderelection` does not: a request the
+  API server had received before the deadline may still be carried out after it
+  (docs/high-availability.md says which writes are safe even then).
 - A leader that stops on purpose (SIGTERM: a rolling update, a drain, `kubectl delete
   pod`) gives the Lease up, and a standby takes it at once.
 - Every change of holder this process sees is a log line naming the old and the new
@@ -317,24 +318,15 @@ class Elector:
         return True
 
     async def _renew(self) -> None:
-        """Renews every retry period; returns once renewing failed for renew_deadline, or
-        the Lease is someone else's."""
+        """Renews every retry period, as client-go's: each renewal may be tried until the
+        renew deadline from its start; returns once one could not be made in time, or the
+        Lease is someone else's. Meanwhile writes stay fenced by the last renewal that
+        succeeded (`write_deadline`), so a slow API server costs writes, not the Lease."""
         while True:
             await asyncio.sleep(self.timings.retry_period)
-            assert self.renewed_at is not None
-            left = self.renewed_at + self.timings.renew_deadline - self.monotonic()
-            if left <= 0:
-                why = f"could not renew it for {self.timings.renew_deadline:g}s (renew deadline)"
+            why = await self._renew_within(self.monotonic() + self.timings.renew_deadline)
+            if why is not None:
                 break
-            try:
-                if not await asyncio.wait_for(self._renew_once(left), left):
-                    holder = self.record.holder if self.record is not None else ""
-                    why = f"finds it held by {holder or 'nobody'}"
-                    break
-            except (aiohttp.ClientError, OSError, TimeoutError, ApiError) as error:
-                logger.warning(
-                    "renewing the Lease %s/%s failed: %s", self.namespace, self.name, error
-                )
         # From here on no write is sent, and none in flight is waited for.
         self.renewed_at = None
         self.api.abandon_writes()
@@ -345,6 +337,22 @@ class Elector:
             self.name,
             why,
         )
+
+    async def _renew_within(self, deadline: float) -> str | None:
+        """Tries to renew until `deadline` (monotonic), a retry period between tries; None
+        once renewed, else why it could not."""
+        while (left := deadline - self.monotonic()) > 0:
+            try:
+                if await asyncio.wait_for(self._renew_once(left), left):
+                    return None
+                holder = self.record.holder if self.record is not None else ""
+                return f"finds it held by {holder or 'nobody'}"
+            except (aiohttp.ClientError, OSError, TimeoutError, ApiError) as error:
+                logger.warning(
+                    "renewing the Lease %s/%s failed: %s", self.namespace, self.name, error
+                )
+            await asyncio.sleep(min(self.timings.retry_period, max(deadline - self.monotonic(), 0)))
+        return f"could not renew it for {self.timings.renew_deadline:g}s (renew deadline)"
 
     async def _renew_once(self, left: float) -> bool:
         """One renewal, each request given what is `left` of the renew deadline (as

@@ -9,11 +9,11 @@ managedFields entry) costs a parse and a comparison, not a reconcile.
 
 The protocol is the API server's (as client-go's reflector uses it): list in pages, watch
 from the list's resourceVersion with bookmarks, resume from the last version seen when a
-watch ends or fails for a while (the API server restarting or throttling: a relist of
-every pod after each blip would cost the API server most when it can least afford it),
-and list again when the server answers 410 Gone (the version has been compacted). A
-relist wakes every job whose records it changed, including jobs whose objects were
-deleted while the watch was down.
+watch ends or fails for a while (the API server restarting, throttling, or refusing while
+its authorizer starts: a relist of every pod after each blip would cost the API server
+most when it can least afford it), and list again when the server answers 410 Gone (the
+version has been compacted). A relist wakes every job whose records it changed,
+including jobs whose objects were deleted while the watch was down.
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ class Watch(Generic[T]):
                 failures = 0
                 self.restarted("resume")
             except (aiohttp.ClientError, TimeoutError, ApiError) as error:
-                if not unavailable(error):
+                if not (unavailable(error) or _forbidden(error)):
                     raise
                 failures += 1
                 await self._back_off(error, failures, f"resuming from version {self._version}")
@@ -291,3 +291,10 @@ class Watch(Generic[T]):
         for key in sorted(changed):
             self.changed(key)
         return False, version
+
+
+def _forbidden(error: BaseException) -> bool:
+    """A watch that was allowed a moment ago refused (403): an API server that has just
+    restarted answers so until its authorizer has read the roles. Resumed like a failure
+    that passes; a role really taken away refuses the list as well."""
+    return isinstance(error, ApiError) and error.status == 403

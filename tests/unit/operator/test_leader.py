@@ -82,6 +82,10 @@ class FakeLeases:
         #: Each request's time limit, and how often writes in flight were abandoned.
         self.limits: list[float] = []
         self.abandoned = 0
+        #: Seconds each answer takes, on `clock`; one longer than the request's limit
+        #: times out at the limit.
+        self.latency = 0.0
+        self.clock: Clock | None = None
 
     def abandon_writes(self) -> None:
         self.abandoned += 1
@@ -89,7 +93,12 @@ class FakeLeases:
     async def request(
         self, method: str, path: str, *, data: bytes | None = None, **options: Any
     ) -> tuple[int, bytes]:
-        self.limits.append(options["limit_seconds"])
+        limit = options["limit_seconds"]
+        self.limits.append(limit)
+        if self.clock is not None:
+            self.clock.now += min(self.latency, limit)
+            if self.latency > limit:
+                raise TimeoutError(f"no answer in {limit:g}s")
         if self.down:
             raise OSError("connection refused")
         if path.endswith("/events"):
@@ -209,6 +218,28 @@ def test_a_renewal_may_use_all_that_is_left_of_the_renew_deadline() -> None:
         leases.limits.clear()
         assert await leader._renew_once(8.0)
         assert leases.limits == [8.0]  # not 2 x the retry period (4 s)
+
+    asyncio.run(scenario())
+
+
+def test_a_slow_api_server_closes_the_write_fence_for_a_while_not_the_leadership() -> None:
+    """Answers 6 s late: each renewal takes 6 s of its 10, as client-go's would, and the
+    leader keeps the Lease; its writes are fenced by the last renewal, sent 6 s ago."""
+
+    async def scenario() -> None:
+        leases, clock = FakeLeases(), Clock()
+        leader = elector(leases, "operator-a", clock)
+        assert await leader._try_take()
+        leases.clock, leases.latency = clock, 6.0
+        for _ in range(3):
+            clock.now += 2  # the retry period
+            assert await leader._renew_within(clock.now + 10) is None
+            assert leader.write_deadline() == pytest.approx(clock.now + 4)
+        clock.now += 4
+        assert not leader.may_write()  # no renewal answered in time: fenced, still leading
+        leases.latency = 11.0
+        why = await leader._renew_within(clock.now + 10)
+        assert why == "could not renew it for 10s (renew deadline)"
 
     asyncio.run(scenario())
 

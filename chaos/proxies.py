@@ -1,0 +1,134 @@
+"""The operators' path to the API server, through Toxiproxy: latency and partitions.
+
+Each candidate reaches the API server through a proxy of its own on the host's loopback
+(its kubeconfig names the proxy; TLS passes through, and the API server's certificate
+names 127.0.0.1). Toxiproxy (Shopify's, built from its Go module like the other tools)
+then makes the network faults a production control plane shows, for one operator or all
+of them, with nothing changed in the operator:
+
+- latency: every answer of the API server reaches the operators 2-8 s late (a latency
+  toxic on the downstream, 5 s +- 3 s);
+- a partition of one operator: a `timeout` toxic of 0 on both directions drops every byte
+  and closes nothing, so its connections are half-open, as behind a dead switch; new
+  ones are accepted and as silent. Removing the toxic ends it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+from tfjob_localcluster import binaries
+from tfjob_localcluster.controlplane import free_port
+from tfjob_localcluster.procs import ManagedProcess
+
+READY_SECONDS: Final = 30
+#: Latency of every answer while the latency fault lasts: 5 s, give or take 3 s.
+LATENCY_MS: Final = 5000
+JITTER_MS: Final = 3000
+
+
+class ProxyError(RuntimeError):
+    pass
+
+
+class Toxiproxy:
+    """toxiproxy-server on the loopback, and its HTTP API."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.port = free_port("127.0.0.1")
+        self.process = ManagedProcess(
+            "toxiproxy",
+            [
+                str(binaries.locate("toxiproxy-server").toxiproxy_server),
+                "-host=127.0.0.1",
+                f"-port={self.port}",
+            ],
+            state_dir / "toxiproxy.log",
+        )
+
+    def __enter__(self) -> Toxiproxy:
+        self.process.start()
+        deadline = time.monotonic() + READY_SECONDS
+        while not self._answers():
+            if not self.process.running():
+                raise ProxyError(f"toxiproxy exited; last lines of its log:\n{self.process.tail()}")
+            if time.monotonic() > deadline:
+                raise ProxyError(f"toxiproxy did not answer in {READY_SECONDS} s")
+            time.sleep(0.1)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.process.stop(grace=5)
+
+    def proxy(self, name: str, upstream: str) -> str:
+        """A new proxy to `upstream` (host:port); returns where it listens (host:port)."""
+        listen = f"127.0.0.1:{free_port('127.0.0.1')}"
+        self._call("POST", "/proxies", {"name": name, "listen": listen, "upstream": upstream})
+        return listen
+
+    @contextlib.contextmanager
+    def toxic(
+        self, proxies: Sequence[str], kind: str, attributes: dict[str, Any], streams: Sequence[str]
+    ) -> Iterator[None]:
+        """The toxic `kind` on each of `proxies`, in each of `streams`, while the block runs."""
+        added: list[tuple[str, str]] = []
+        try:
+            for proxy in proxies:
+                for stream in streams:
+                    name = f"{kind}-{stream}"
+                    body = {"name": name, "type": kind, "stream": stream, "attributes": attributes}
+                    self._call("POST", f"/proxies/{proxy}/toxics", body)
+                    added.append((proxy, name))
+            yield
+        finally:
+            for proxy, name in added:
+                self._call("DELETE", f"/proxies/{proxy}/toxics/{name}")
+
+    def _answers(self) -> bool:
+        try:
+            self._call("GET", "/version")
+        except (ProxyError, OSError):
+            return False
+        return True
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                text = reply.read().decode()
+        except urllib.error.HTTPError as error:
+            detail = error.read().decode(errors="replace")
+            raise ProxyError(f"toxiproxy {method} {path}: HTTP {error.code}: {detail}") from None
+        return json.loads(text) if text.strip().startswith(("{", "[")) else text
+
+
+def latency(
+    toxiproxy: Toxiproxy, proxies: Sequence[str]
+) -> contextlib.AbstractContextManager[None]:
+    """Every answer to `proxies`' clients 2-8 s late."""
+    attributes = {"latency": LATENCY_MS, "jitter": JITTER_MS}
+    return toxiproxy.toxic(proxies, "latency", attributes, ["downstream"])
+
+
+def partition(toxiproxy: Toxiproxy, proxy: str) -> contextlib.AbstractContextManager[None]:
+    """Nothing through `proxy` either way, and no connection closed: half-open."""
+    return toxiproxy.toxic([proxy], "timeout", {"timeout": 0}, ["upstream", "downstream"])
