@@ -22,12 +22,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final
 
 from tfjob_localcluster import binaries
 from tfjob_localcluster.controlplane import free_port
-from tfjob_localcluster.procs import ManagedProcess
+from tfjob_localcluster.procs import ManagedProcess, Started
 
 READY_SECONDS: Final = 30
 #: Latency of every answer while the latency fault lasts: 5 s, give or take 3 s.
@@ -39,7 +38,7 @@ class ProxyError(RuntimeError):
     pass
 
 
-class Toxiproxy:
+class Toxiproxy(Started):
     """toxiproxy-server on the loopback, and its HTTP API."""
 
     def __init__(self, state_dir: Path) -> None:
@@ -54,7 +53,7 @@ class Toxiproxy:
             state_dir / "toxiproxy.log",
         )
 
-    def __enter__(self) -> Toxiproxy:
+    def start(self) -> None:
         self.process.start()
         deadline = time.monotonic() + READY_SECONDS
         while not self._answers():
@@ -63,14 +62,8 @@ class Toxiproxy:
             if time.monotonic() > deadline:
                 raise ProxyError(f"toxiproxy did not answer in {READY_SECONDS} s")
             time.sleep(0.1)
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def stop(self) -> None:
         self.process.stop(grace=5)
 
     def proxy(self, name: str, upstream: str) -> str:
