@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaos.clocks import skewed_environment
+from chaos.clocks import remove_leftovers, skewed_environment
 from chaos.proxies import Toxiproxy
 from chaos.verdict import OperatorFigures
 from harness.operator_process import (
@@ -71,6 +71,8 @@ class Candidates:
     starts: int = 0
     #: Exits candidates made by themselves (a leader that lost its Lease exits).
     exits: int = 0
+    #: The processes of candidates whose clock was skewed (chaos.clocks), ended or not.
+    skewed_pids: list[int] = field(default_factory=list)
 
     def start(self, count: int = 2) -> None:
         """`count` candidates, the first one started and ready before the others, so that
@@ -141,6 +143,7 @@ class Candidates:
         for candidate in self.running:
             self._collect(candidate)
             candidate.process.stop()
+        remove_leftovers(self.skewed_pids)
 
     def figures(self) -> OperatorFigures:
         restarts: Counter[str] = Counter()
@@ -179,8 +182,10 @@ class Candidates:
         return candidate
 
     def _start(self, candidate: Candidate) -> None:
-        candidate.process.start()
+        identity = candidate.process.start()
         self.starts += 1
+        if candidate.skew and identity is not None:
+            self.skewed_pids.append(identity.pid)
         deadline = time.monotonic() + READY_SECONDS
         while not candidate.process.answers():
             candidate.process.check()

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 # The harness is not an installed package: it runs from the repository root.
-from chaos import rbac
+from chaos import clocks, rbac
 from chaos.faults import DOWN_SECONDS, Fault, FaultKind, schedule
 from chaos.journal import Seen, seen
 from chaos.verdict import OperatorFigures, judge
@@ -489,3 +490,10 @@ def test_a_generation_whose_pods_could_not_start_is_one_more_restart() -> None:
     # A second restart no failure explains is still one too many.
     extra = [*records[:-1], job_seen(41, "Succeeded", 2)]
     assert not verdict_of(extra).ok
+
+
+def test_what_libfaketime_left_for_killed_processes_is_removed(tmp_path: Path) -> None:
+    for name in ("faketime_shm_41", "sem.faketime_sem_41", "faketime_shm_42", "other"):
+        (tmp_path / name).write_bytes(b"x")
+    clocks.remove_leftovers([41, 43], shm=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["faketime_shm_42", "other"]
