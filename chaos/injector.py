@@ -9,7 +9,7 @@ import time
 
 from chaos.clocks import SKEW_SECONDS
 from chaos.faults import CONTROL_PLANE, NODE, TAKEOVERS, Fault, FaultKind, PlannedFault
-from chaos.operators import GROUP, Candidate, Candidates
+from chaos.operators import GROUP, Candidate, CandidateError, Candidates
 from chaos.proxies import latency, partition
 from chaos.throttle import throttled
 from tfjob_localcluster.cluster import LocalCluster
@@ -100,6 +100,10 @@ class Injector:
                 if candidate is leader:
                     gone = time.time()
                 self.operators.replace(candidate)
+        # The fault lasts until another candidate leads: the next one never delays the
+        # takeover this one caused. None taking over is the verdict's to say (takeovers).
+        with contextlib.suppress(CandidateError):
+            self.operators.wait_leader(other_than=leader)
         return leader, gone
 
 

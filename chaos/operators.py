@@ -93,9 +93,11 @@ class Candidates:
         holder = (lease.get("spec") or {}).get("holderIdentity") or ""
         return next((c for c in self.running if c.identity == holder), None)
 
-    def wait_leader(self, timeout: float = 60) -> Candidate:
+    def wait_leader(self, timeout: float = 60, other_than: Candidate | None = None) -> Candidate:
+        """The running candidate the Lease names (one other than `other_than`), once there
+        is one."""
         deadline = time.monotonic() + timeout
-        while (found := self.leader()) is None:
+        while (found := self.leader()) is None or found is other_than:
             self.supervise()
             if time.monotonic() > deadline:
                 raise CandidateError(f"no candidate took the Lease in {timeout:g}s")
