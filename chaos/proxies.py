@@ -16,10 +16,8 @@ of them, with nothing changed in the operator:
 from __future__ import annotations
 
 import contextlib
-import json
+import ssl
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -27,6 +25,7 @@ from typing import Any, Final
 from tfjob_localcluster import binaries
 from tfjob_localcluster.controlplane import free_port
 from tfjob_localcluster.procs import ManagedProcess, Started
+from tfjob_localcluster.rest import Rest, RestError
 
 READY_SECONDS: Final = 30
 #: Latency of every answer while the latency fault lasts: 5 s, give or take 3 s.
@@ -43,6 +42,8 @@ class Toxiproxy(Started):
 
     def __init__(self, state_dir: Path) -> None:
         self.port = free_port("127.0.0.1")
+        #: Its HTTP API (plain HTTP: the TLS context is never used).
+        self.api = Rest(f"http://127.0.0.1:{self.port}", ssl.create_default_context())
         self.process = ManagedProcess(
             "toxiproxy",
             [
@@ -69,7 +70,7 @@ class Toxiproxy(Started):
     def proxy(self, name: str, upstream: str) -> str:
         """A new proxy to `upstream` (host:port); returns where it listens (host:port)."""
         listen = f"127.0.0.1:{free_port('127.0.0.1')}"
-        self._call("POST", "/proxies", {"name": name, "listen": listen, "upstream": upstream})
+        self.api.request("POST", "/proxies", {"name": name, "listen": listen, "upstream": upstream})
         return listen
 
     @contextlib.contextmanager
@@ -83,35 +84,19 @@ class Toxiproxy(Started):
                 for stream in streams:
                     name = f"{kind}-{stream}"
                     body = {"name": name, "type": kind, "stream": stream, "attributes": attributes}
-                    self._call("POST", f"/proxies/{proxy}/toxics", body)
+                    self.api.request("POST", f"/proxies/{proxy}/toxics", body)
                     added.append((proxy, name))
             yield
         finally:
             for proxy, name in added:
-                self._call("DELETE", f"/proxies/{proxy}/toxics/{name}")
+                self.api.request("DELETE", f"/proxies/{proxy}/toxics/{name}")
 
     def _answers(self) -> bool:
         try:
-            self._call("GET", "/version")
-        except (ProxyError, OSError):
+            self.api.request("GET", "/version")
+        except (RestError, OSError):
             return False
         return True
-
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}{path}",
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=10) as reply:
-                text = reply.read().decode()
-        except urllib.error.HTTPError as error:
-            detail = error.read().decode(errors="replace")
-            raise ProxyError(f"toxiproxy {method} {path}: HTTP {error.code}: {detail}") from None
-        return json.loads(text) if text.strip().startswith(("{", "[")) else text
 
 
 def latency(
