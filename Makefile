@@ -133,7 +133,7 @@ demo: env images ## The main job: local cluster, operator, MWMS and PSS TFJobs t
 bench: env binaries ## Control-plane benchmark: N = 100, 500, 1000 TFJobs on kwok nodes against the API server's floor
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
-chaos: env images binaries ## Faults: 30 TFJobs while the operator, API server, etcd, kubelet and containerd are killed, paused, restarted and the node is lost; nothing may be lost (CHAOS_ARGS)
+chaos: env images binaries ## Faults: 60 TFJobs while the operator, API server, etcd, kubelet and containerd are killed, paused, restarted and the node is lost; nothing may be lost (CHAOS_ARGS)
 	$(BIN)/python -m chaos $(CHAOS_ARGS)
 
 e2e-kind: env images binaries ## The e2e scenarios on a kind cluster (the project's node image and Docker engine where the machine has none)

@@ -35,7 +35,8 @@ def parser() -> argparse.ArgumentParser:
         "--submit-within",
         type=float,
         default=defaults.submit_within,
-        help="seconds over which the jobs are submitted",
+        help="seconds over which the jobs are submitted (default: the fault schedule's "
+        "planned length)",
     )
     p.add_argument(
         "--gap",

@@ -50,6 +50,7 @@ quiet gap, so that the time a job takes to settle can be put down to one fault.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any, Final
@@ -158,6 +159,13 @@ class Fault:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def planned_seconds(planned: Sequence[PlannedFault]) -> float:
+    """How long a schedule runs at least: its quiet gaps and its downs. A fault that takes
+    the leader away lasts until another candidate leads, a restart until its target answers:
+    the run takes longer."""
+    return sum(fault.gap + fault.down for fault in planned)
 
 
 def schedule(per_kind: int, gap: tuple[float, float], seed: int) -> list[PlannedFault]:

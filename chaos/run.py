@@ -21,7 +21,7 @@ import yaml
 
 from chaos import rbac
 from chaos.bystander import Bystander
-from chaos.faults import NODE_GRACE_SECONDS, Fault, schedule
+from chaos.faults import NODE_GRACE_SECONDS, Fault, planned_seconds, schedule
 from chaos.injector import Injector
 from chaos.journal import Journal, Watcher
 from chaos.operators import GROUP, LEASE_NAMESPACE, Candidates
@@ -47,11 +47,12 @@ class ChaosError(RuntimeError):
 
 @dataclass(frozen=True)
 class Settings:
-    jobs: int = 30
+    jobs: int = 60
     faults_per_kind: int = 3
     seed: int = 1
-    #: Jobs are submitted at random moments within this many seconds of the start.
-    submit_within: float = 300.0
+    #: Jobs are submitted at random moments within this many seconds of the start; None:
+    #: within the fault schedule's planned length, so that faults to the last meet jobs.
+    submit_within: float | None = None
     #: Quiet seconds before each fault, drawn from this range.
     gap: tuple[float, float] = (5.0, 20.0)
     #: How long, after the last fault, every job has to show a terminal state.
@@ -122,7 +123,11 @@ def _run(
 ) -> Verdict:
     assert cluster.control_plane is not None
     clock, started_at = time.monotonic(), time.time()
-    jobs = plan_jobs(settings.jobs, settings.submit_within, settings.seed)
+    planned = schedule(settings.faults_per_kind, settings.gap, settings.seed)
+    within = settings.submit_within
+    jobs = plan_jobs(
+        settings.jobs, planned_seconds(planned) if within is None else within, settings.seed
+    )
     journal = Journal()
     watcher = Watcher(cluster.kubeconfig, NAMESPACE, journal, clock)
     watcher.start([(job.submit_at, job.manifest(NAMESPACE)) for job in jobs])
@@ -134,10 +139,10 @@ def _run(
         operators.supervise()
 
     try:
-        for planned in schedule(settings.faults_per_kind, settings.gap, settings.seed):
-            _wait(planned.gap, check)
-            say(f"{planned.kind} ({planned.down:.1f} s down)")
-            faults.append(injector.inject(planned, clock))
+        for fault in planned:
+            _wait(fault.gap, check)
+            say(f"{fault.kind} ({fault.down:.1f} s down)")
+            faults.append(injector.inject(fault, clock))
         # The last fault may have taken the leader away: a standby takes over first.
         operators.wait_leader()
         say(f"faults done; waiting up to {settings.settle_seconds:.0f} s for every job to end")

@@ -16,7 +16,9 @@
   takes the Lease (`Takeover`: how long after, and after how long it wrote for a job), and
   no operator writes for a job while another holds the Lease (`deposed_writes`); the
   operators, allowed only what the chart's roles allow (chaos.rbac), are refused nothing
-  (`forbidden`, 403s); what the API server throttled (`throttled`, 429s) is counted.
+  (`forbidden`, 403s); what the API server throttled (`throttled`, 429s) is counted;
+- and how many jobs each fault met under way (`jobs_under_way`): a fault that met none
+  shows only what it did to the operators.
 """
 
 from __future__ import annotations
@@ -117,6 +119,8 @@ class Verdict:
     forbidden: list[dict[str, Any]]
     #: The operators' requests the API server answered 429, by kind (`create pods`).
     throttled: dict[str, int]
+    #: Per fault, in order: how many jobs were under way while it lasted (`jobs_met`).
+    jobs_met: list[int]
 
     @property
     def wrong_jobs(self) -> list[JobResult]:
@@ -158,6 +162,7 @@ class Verdict:
             "deposed_writes": self.deposed_writes,
             "forbidden": self.forbidden,
             "throttled": self.throttled,
+            "jobs_met": self.jobs_met,
         }
 
     def table(self) -> str:
@@ -174,6 +179,7 @@ class Verdict:
         rows = [
             ("faults", f"{counts}; {self.wall_seconds:.0f} s of wall time"),
             ("jobs", ", ".join(f"{n} {outcome}" for outcome, n in by_outcome.items())),
+            ("faults that met a job under way", self._met_row()),
             ("jobs not in their expected state", _names(j.name for j in self.wrong_jobs)),
             ("terminal states lost", _count(self.lost_terminal_states)),
             ("pods re-run after success", _count(self.reruns_after_success)),
@@ -235,6 +241,17 @@ class Verdict:
         width = max(len(label) for label, _ in rows)
         verdict = "PASS" if self.ok else "FAIL"
         return "\n".join([*(f"{label:<{width}}  {value}" for label, value in rows), verdict])
+
+    def _met_row(self) -> str:
+        alone = [
+            f"{f.kind} at {f.began:.0f} s"
+            for f, n in zip(self.faults, self.jobs_met, strict=True)
+            if not n
+        ]
+        met = len(self.faults) - len(alone)
+        return f"{met} of {len(self.faults)}" + (
+            f"; none under way: {', '.join(alone)}" if alone else ""
+        )
 
     def _takeover_rows(self) -> list[tuple[str, str]]:
         if not self.takeovers:
@@ -308,6 +325,25 @@ def judge(
             if not _apiserver_starting(r.received - started_at, faults)
         ],
         throttled=dict(Counter(r.kind for r in answered(requests, 429))),
+        jobs_met=[len(jobs_under_way(fault, records)) for fault in faults],
+    )
+
+
+def jobs_under_way(fault: Fault, records: Sequence[Seen]) -> list[str]:
+    """The jobs seen before `fault` ended that had not shown a terminal state before it
+    began: the jobs it could have harmed."""
+    seen_at: dict[str, float] = {}
+    ended_at: dict[str, float] = {}
+    for r in records:
+        if r.resource != "tfjobs":
+            continue
+        seen_at.setdefault(r.name, r.at)
+        if r.state in TERMINAL:
+            ended_at.setdefault(r.name, r.at)
+    return sorted(
+        name
+        for name, first in seen_at.items()
+        if first <= fault.ended and ended_at.get(name, float("inf")) >= fault.began
     )
 
 

@@ -14,7 +14,7 @@ import yaml
 from chaos import clocks, rbac
 from chaos.faults import DOWN_SECONDS, Fault, FaultKind, schedule
 from chaos.journal import Seen, seen
-from chaos.verdict import OperatorFigures, judge
+from chaos.verdict import OperatorFigures, jobs_under_way, judge
 from chaos.workload import PERMANENT_EXIT, RETRYABLE_EXIT, ChaosJob, Outcome, plan_jobs
 from harness.audit import Request
 from tfjob_operator.api import RestartPolicy
@@ -242,6 +242,29 @@ def test_a_run_where_every_job_ends_as_its_replicas_imply_passes() -> None:
     assert (job.settled_at, job.lag, job.faults_during_lag) == (25, 0.5, ["etcd-restart"])
     assert verdict.table().endswith("PASS")
     assert verdict.as_json()["fault_counts"]["etcd-restart"] == 1
+
+
+def test_a_fault_meets_the_jobs_seen_before_it_ended_and_not_ended_before_it_began() -> None:
+    records = a_good_run()  # chaos-001, seen at 1, Succeeded at 25
+    met = {
+        (began, ended): jobs_under_way(Fault(FaultKind.ETCD_RESTART, began, ended), records)
+        for began, ended in [(0, 0.5), (0, 1), (20, 26), (25, 30), (25.5, 30)]
+    }
+    assert met == {
+        (0, 0.5): [],
+        (0, 1): ["chaos-001"],
+        (20, 26): ["chaos-001"],
+        (25, 30): ["chaos-001"],
+        (25.5, 30): [],
+    }
+    verdict = verdict_of(
+        records,
+        faults=[Fault(FaultKind.ETCD_RESTART, 20, 26), Fault(FaultKind.KUBELET_RESTART, 31, 32)],
+    )
+    assert verdict.jobs_met == [1, 0]
+    label = "faults that met a job under way"
+    (row,) = (line for line in verdict.table().splitlines() if line.startswith(label))
+    assert row.removeprefix(label).strip() == "1 of 2; none under way: kubelet-restart at 31 s"
 
 
 def test_a_terminal_state_shown_otherwise_later_is_lost() -> None:
