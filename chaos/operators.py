@@ -15,6 +15,7 @@ update replaces each candidate by a new one, the new one first.
 
 from __future__ import annotations
 
+import re
 import time
 import urllib.parse
 from collections import Counter
@@ -39,6 +40,10 @@ LEASE_NAMESPACE = "tfjob-system"
 LEASE = "tfjob-operator"
 #: Every candidate's certificate carries this group, which the audit policy records.
 GROUP = "tfjob-operators"
+#: What the controller logs when a reconcile fails (tfjob_operator.controller).
+RECONCILE_FAILED = re.compile(r"reconcile of tfjob \S+ failed")
+#: How much of each logged line the verdict keeps.
+LOGGED_CHARACTERS = 400
 READY_SECONDS = 60
 
 
@@ -158,7 +163,10 @@ class Candidates:
             starts=self.starts,
             reconcile_errors=self.counted["tfjob_operator_reconcile_errors_total"],
             watch_restarts=dict(restarts),
-            error_lines=sum(1 for line in lines if ERROR_LINE.search(line)),
+            error_lines=[line[:LOGGED_CHARACTERS] for line in lines if ERROR_LINE.search(line)],
+            reconcile_failures=[
+                line[:LOGGED_CHARACTERS] for line in lines if RECONCILE_FAILED.search(line)
+            ],
         )
 
     def _new(self, skew: int = 0) -> Candidate:

@@ -82,7 +82,10 @@ class OperatorFigures:
     reconcile_errors: float
     #: tfjob_operator_watch_restarts_total by cause (resume, relist, error).
     watch_restarts: dict[str, float]
-    error_lines: int
+    #: Their logs' error lines and their reconciles' failures, as logged (cut to
+    #: LOGGED_CHARACTERS): the JSON keeps them, a passing run keeps no logs.
+    error_lines: list[str]
+    reconcile_failures: list[str]
 
 
 @dataclass(frozen=True)
@@ -228,7 +231,7 @@ class Verdict:
             (
                 "operator",
                 f"{op.starts} starts, {op.reconcile_errors:g} reconcile errors, "
-                f"watch restarts: {restarts or 'none'}, {op.error_lines} error lines",
+                f"watch restarts: {restarts or 'none'}, {len(op.error_lines)} error lines",
             ),
             (
                 "harness watches",

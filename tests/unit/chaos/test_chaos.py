@@ -24,7 +24,9 @@ from tfjob_operator.spec import parse_spec
 
 pytestmark = pytest.mark.unit
 
-QUIET = OperatorFigures(starts=1, reconcile_errors=0, watch_restarts={}, error_lines=0)
+QUIET = OperatorFigures(
+    starts=1, reconcile_errors=0, watch_restarts={}, error_lines=[], reconcile_failures=[]
+)
 COVERAGE = {"pods": {"outages": 0, "relists": 0}}
 
 
