@@ -154,6 +154,7 @@ def test_job_asking_for_too_many_gpus_stays_pending_and_says_why(tfjobs: TFJobs)
     assert unschedulable[0].type == "Warning"
 
 
+@pytest.mark.local_gpus
 def test_gpus_given_to_a_trainer_without_cuda_fail_it_at_start_saying_why(
     tfjobs: TFJobs, backend: Backend
 ) -> None:

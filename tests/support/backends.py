@@ -45,6 +45,8 @@ from tfjob_localcluster.kind import KindCluster
 from tfjob_localcluster.ociregistry import OciRegistry
 
 BACKENDS = ("local", "kind")
+#: The markers of the scenarios that run on the local cluster by default (pyproject.toml).
+LOCAL_BY_DEFAULT = ("demo_path", "local_gpus")
 #: `--backends`' default: each scenario once, on kind or (`demo_path`) on the local cluster.
 ONCE = "once"
 RELEASE_NAMESPACE = "tfjob-system"
@@ -145,16 +147,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=ONCE,
         help="comma-separated e2e backends every scenario runs on: local, kind; default "
         f"{ONCE!r}: each scenario once, on kind, or on the local cluster if marked "
-        "demo_path (kind skips where it cannot run here)",
+        "demo_path or local_gpus (kind skips where it cannot run here)",
     )
 
 
-def backend_params(config: pytest.Config, demo_path: bool = False) -> list[Any]:
-    """The backends `--backends` chose for a scenario (`demo_path`: of the path `make demo`
-    runs), each marked as what it needs (e2e, kind)."""
+def backend_params(config: pytest.Config, local_by_default: bool = False) -> list[Any]:
+    """The backends `--backends` chose for a scenario (`local_by_default`: of the path
+    `make demo` runs, or needing the local node's fake GPUs), each marked as what it needs
+    (e2e, kind)."""
     option = config.getoption("--backends")
     if option == ONCE:
-        chosen = ["local" if demo_path else "kind"]
+        chosen = ["local" if local_by_default else "kind"]
     else:
         chosen = [b.strip() for b in option.split(",") if b.strip()]
     unknown = set(chosen) - set(BACKENDS)
@@ -166,9 +169,9 @@ def backend_params(config: pytest.Config, demo_path: bool = False) -> list[Any]:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" in metafunc.fixturenames:
-        demo_path = metafunc.definition.get_closest_marker("demo_path") is not None
+        local = any(metafunc.definition.get_closest_marker(m) for m in LOCAL_BY_DEFAULT)
         metafunc.parametrize(
-            "backend", backend_params(metafunc.config, demo_path), indirect=True, scope="module"
+            "backend", backend_params(metafunc.config, local), indirect=True, scope="module"
         )
 
 
