@@ -83,7 +83,7 @@ class OperatorFigures:
     #: tfjob_operator_watch_restarts_total by cause (resume, relist, error).
     watch_restarts: dict[str, float]
     #: Their logs' error lines and their reconciles' failures, as logged (cut to
-    #: LOGGED_CHARACTERS): the JSON keeps them, a passing run keeps no logs.
+    #: chaos.operators.LOGGED_CHARACTERS): the JSON keeps them, a passing run keeps no logs.
     error_lines: list[str]
     reconcile_failures: list[str]
 
@@ -122,7 +122,7 @@ class Verdict:
     forbidden: list[dict[str, Any]]
     #: The operators' requests the API server answered 429, by kind (`create pods`).
     throttled: dict[str, int]
-    #: Per fault, in order: how many jobs were under way while it lasted (`jobs_met`).
+    #: Per fault, in order: how many jobs were under way while it lasted (`jobs_under_way`).
     jobs_met: list[int]
 
     @property
