@@ -1,7 +1,8 @@
 """The release notes: a version's section of CHANGELOG.md (Keep a Changelog 1.1.0).
 
 Sections are `## [VERSION] - YYYY-MM-DD`, newest first, below an `## [Unreleased]` one;
-a release's notes are its section's body, which must not be empty.
+a release's notes are its section's body, which must not be empty. A pre-release without
+a section of its own (main carries the next version with `-dev`) takes [Unreleased]'s.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import re
 from datetime import date
 
+#: The section of what is not released yet, above the releases.
+UNRELEASED = "Unreleased"
 HEADING = re.compile(r"^## \[(?P<version>[^\]]+)\](?: - (?P<date>\d{4}-\d{2}-\d{2}))?\s*$")
 
 
@@ -42,8 +45,16 @@ def _trim(lines: list[str]) -> str:
 
 
 def notes(text: str, version: str) -> str:
-    """The release notes of `version`: its section, which must be dated and not empty."""
+    """The release notes of `version`: its section, which must be dated and not empty. A
+    pre-release with no section of its own (main's `0.2.0-dev`) is what is unreleased."""
     found = sections(text)
+    if version not in found and "-" in version and UNRELEASED in found:
+        body = found[UNRELEASED][1]
+        if not body.strip():
+            raise ChangelogError(
+                f"CHANGELOG.md's [{UNRELEASED}] section, {version}'s notes, is empty"
+            )
+        return body
     if version not in found:
         raise ChangelogError(
             f"CHANGELOG.md has no section `## [{version}] - YYYY-MM-DD`: write the "

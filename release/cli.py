@@ -84,7 +84,7 @@ def release(plan: Plan, source: Path, notes: str, uv: str) -> None:
     started = time.monotonic()
     plan.out.mkdir(parents=True, exist_ok=True)
     say(f"releasing {plan.version} to {plan.registry} for {', '.join(plan.platforms)}")
-    package = wheel.build(source, plan.out, uv, plan.version)
+    package = wheel.build(source, plan.out, uv)
     say(f"built {package.name} (the client and CLI: pip install {package.name})")
     builder = ImageBuilder(plan, source, Buildah(say), say)
     pushed: list[Pushed] = []

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client, config
+from packaging.version import Version
 from support.backends import backend_params
 from support.builders import shell_replica, tfjob
 from support.checkout import ROOT
@@ -333,7 +334,8 @@ def test_the_release_pushes_its_images_by_digest_and_its_chart(release: Release)
     assert [c["metadata"]["name"] for c in crds] == ["tfjobs.tfjob.dev"]
     assert (release.out / "release-notes.md").read_text().strip()
     package = release.out / release.record["wheel"]["file"]
-    assert package.name == f"tfjob_operator-{release.version}-py3-none-any.whl"
+    # Its version as Python packaging writes it: 0.2.0-dev is 0.2.0.dev0.
+    assert package.name == f"tfjob_operator-{Version(release.version)}-py3-none-any.whl"
     assert release.record["wheel"]["digest"] == wheel_digest(package)
 
 

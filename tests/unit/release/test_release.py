@@ -116,6 +116,14 @@ def test_a_release_without_dated_notes_is_refused(version: str, says: str) -> No
         notes(CHANGELOG, version)
 
 
+def test_a_pre_release_without_a_section_of_its_own_takes_the_unreleased_notes() -> None:
+    assert notes(CHANGELOG, "1.3.0-dev") == "- Something new.\n"
+    with pytest.raises(ChangelogError, match="has no section"):
+        notes(CHANGELOG, "1.3.0")
+    with pytest.raises(ChangelogError, match="is empty"):
+        notes(CHANGELOG.replace("- Something new.", ""), "1.3.0-dev")
+
+
 def test_the_projects_changelog_has_notes_for_its_first_release() -> None:
     assert "### Added" in notes((ROOT / "CHANGELOG.md").read_text(), "0.1.0")
 
