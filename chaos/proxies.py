@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tfjob_localcluster import binaries
-from tfjob_localcluster.controlplane import free_port
+from tfjob_localcluster.ports import free_port
 from tfjob_localcluster.procs import ManagedProcess, Started
 from tfjob_localcluster.rest import Rest, RestError
 

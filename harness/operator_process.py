@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import audit
-from tfjob_localcluster.controlplane import free_port
+from tfjob_localcluster.ports import free_port
 from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity
 
 DEFAULT_COMMAND = (

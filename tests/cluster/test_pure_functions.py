@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
+import socket
 import subprocess
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from tfjob_localcluster import (
     images,
     kueue,
     network,
+    ports,
     private_run,
     procs,
 )
@@ -257,6 +260,35 @@ def test_coredns_answers_cluster_names_at_the_kube_dns_address() -> None:
     assert "kubernetes c.local in-addr.arpa" in objects["ConfigMap"]["data"]["Corefile"]
     (container,) = objects["Deployment"]["spec"]["template"]["spec"]["containers"]
     assert container["image"] == images.COREDNS
+
+
+def test_ports_handed_out_are_free_distinct_and_outside_the_kernels_ephemeral_range(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    low, high = ports._ephemeral()
+    picked = [*ports.free_ports("127.0.0.1", 20), ports.free_port("127.0.0.1")]
+    assert len(set(picked)) == 21
+    assert all(p in ports.DRAWN_FROM and not low <= p <= high for p in picked), picked
+
+    # A port something listens on is passed over; once all are handed out, they come again.
+    held, probe = socket.socket(), socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    probe.bind(("127.0.0.1", 0))
+    taken, free = held.getsockname()[1], probe.getsockname()[1]
+    probe.close()
+    try:
+        monkeypatch.setattr(ports, "_ephemeral", lambda: (0, 0))
+        monkeypatch.setattr(ports, "_handed_out", set())
+        monkeypatch.setattr(ports, "DRAWN_FROM", [taken, free])
+        assert [ports.free_port("127.0.0.1") for _ in range(2)] == [free, free]
+        monkeypatch.setattr(ports, "DRAWN_FROM", [taken])
+        with pytest.raises(
+            OSError, match=re.escape(f"no free port left on 127.0.0.1 in [{taken}]")
+        ):
+            ports.free_port("127.0.0.1")
+    finally:
+        held.close()
 
 
 def test_namespace_names() -> None:

@@ -12,19 +12,22 @@ import json
 
 import pytest
 from support.builders import SHELL_IMAGE
+from support.cluster import Kubectl
 
 from harness.operator_process import OperatorProcess
 from tfjob_operator.client import TFJobClient
 
 pytestmark = pytest.mark.integration
 
-#: Worker 0 (the master) prints a results line and succeeds; worker 1 runs until the
+#: Worker 0 (the master) prints a results line and succeeds once the test creates /done
+#: in it (after both replicas' first lines were followed); worker 1 runs until the
 #: operator cleans it up.
 SCRIPT = (
     'echo "up $HOSTNAME"; '
-    'if [ "${HOSTNAME##*-}" = 0 ]; then sleep 2; '
+    'if [ "${HOSTNAME##*-}" = 0 ]; then until [ -e /done ]; do sleep 0.2; done; '
     """echo 'TFJOB_RESULT {"accuracy": 0.97, "replicas": 2}'; exit 0; fi; sleep 3600"""
 )
+BOTH_UP = {"[worker-0] up sdk-free-worker-0", "[worker-1] up sdk-free-worker-1"}
 JOB = f"""
 apiVersion: kubeflow.org/v1
 kind: TFJob
@@ -46,16 +49,19 @@ spec:
 
 
 def test_the_client_drives_a_kubeflow_job_from_its_yaml(
-    kubeflow_operator: OperatorProcess, kubeconfig: str, namespace: str
+    kubeflow_operator: OperatorProcess, kubeconfig: str, namespace: str, kubectl: Kubectl
 ) -> None:
     tfjobs = TFJobClient(namespace, kubeconfig=kubeconfig)
     created = tfjobs.create(JOB)
     assert created.api_version == "kubeflow.org/v1"
 
-    followed = [str(line) for line in tfjobs.logs("sdk-free", follow=True)]
-    assert "[worker-0] up sdk-free-worker-0" in followed
-    assert "[worker-1] up sdk-free-worker-1" in followed
-    assert followed[-1] == '[worker-0] TFJOB_RESULT {"accuracy": 0.97, "replicas": 2}'
+    followed: list[str] = []
+    for line in tfjobs.logs("sdk-free", follow=True):
+        followed.append(str(line))
+        if set(followed) == BOTH_UP:
+            kubectl("exec", "-n", namespace, "sdk-free-worker-0", "--", "touch", "/done")
+    assert set(followed[:2]) == BOTH_UP, followed
+    assert followed[2:] == ['[worker-0] TFJOB_RESULT {"accuracy": 0.97, "replicas": 2}']
 
     progress = io.StringIO()
     job = tfjobs.wait("sdk-free", timeout=60, progress=progress)

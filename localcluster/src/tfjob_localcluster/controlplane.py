@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import ipaddress
-import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ import yaml
 from tfjob_localcluster import binaries as binaries_module
 from tfjob_localcluster.kubeconfig import kubeconfig, write_kubeconfig
 from tfjob_localcluster.pki import CertificateAuthority, KeyPair, write_signing_key
+from tfjob_localcluster.ports import free_ports
 from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity, Started
 from tfjob_localcluster.rest import Rest, RestError, tls_context
 
@@ -93,24 +93,6 @@ class _Component:
     url: str = ""
     #: The ports it was last launched on.
     ports: list[int] = field(default_factory=list)
-
-
-def free_ports(host: str, count: int) -> list[int]:
-    """`count` distinct ports free on `host`: all are held while they are picked."""
-    probes: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            probes.append(probe)
-            probe.bind((host, 0))
-        return [int(probe.getsockname()[1]) for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
-
-
-def free_port(host: str) -> int:
-    return free_ports(host, 1)[0]
 
 
 class ControlPlane(Started):

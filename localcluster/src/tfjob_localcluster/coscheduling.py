@@ -19,8 +19,8 @@ import yaml
 from tfjob_localcluster import gomodule
 from tfjob_localcluster.beside import ProcessBeside
 from tfjob_localcluster.binaries import locate, read_versions
-from tfjob_localcluster.controlplane import free_port
 from tfjob_localcluster.pki import CertificateAuthority
+from tfjob_localcluster.ports import free_port
 from tfjob_localcluster.rest import Rest, tls_context
 
 MODULE = "sigs.k8s.io/scheduler-plugins"

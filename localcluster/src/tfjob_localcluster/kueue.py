@@ -37,9 +37,9 @@ import yaml
 from tfjob_localcluster import gomodule, private_run
 from tfjob_localcluster.beside import ProcessBeside
 from tfjob_localcluster.binaries import locate, read_versions
-from tfjob_localcluster.controlplane import free_port
 from tfjob_localcluster.kubectl import run_kubectl
 from tfjob_localcluster.pki import CertificateAuthority
+from tfjob_localcluster.ports import free_port
 
 MODULE = "sigs.k8s.io/kueue"
 NAMESPACE = "kueue-system"

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from tfjob_localcluster.binaries import locate
-from tfjob_localcluster.controlplane import free_port
+from tfjob_localcluster.ports import free_port
 from tfjob_localcluster.procs import ManagedProcess, Started
 
 HOST = "127.0.0.1"
