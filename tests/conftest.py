@@ -22,7 +22,10 @@ pytest_plugins = [
 
 TESTS = Path(__file__).resolve().parent
 #: The tiers: each test has exactly one marker of these (pyproject's markers say what each
-#: needs), and its folder agrees; tests/cluster tests the local cluster itself, at any tier.
+#: needs). A folder of tests of one tier gives its tests that tier at collection (they do
+#: not write it); tests/e2e gives `e2e` to a test not marked `kind` (support/backends.py
+#: marks each scenario for its backend); tests/cluster tests the local cluster itself, at
+#: any tier, each module naming its own.
 TIERS = {"unit", "tools", "tensorflow", "integration", "e2e", "kind"}
 FOLDER_TIERS = {
     "unit": {"unit"},
@@ -30,6 +33,14 @@ FOLDER_TIERS = {
     "trainer": {"tensorflow"},
     "integration": {"integration"},
     "e2e": {"e2e", "kind"},
+}
+#: The tier a folder gives a test that has none of FOLDER_TIERS' others.
+FOLDER_TIER = {
+    "unit": "unit",
+    "tools": "tools",
+    "trainer": "tensorflow",
+    "integration": "integration",
+    "e2e": "e2e",
 }
 
 #: The order the folders run in: the pyramid from its base, so that a failure that needs no
@@ -60,6 +71,8 @@ APART_MODULES = {"integration/test_leader_election.py", "integration/test_runtim
 SHARED_HOST_FROM = "e2e"
 #: The streams whose early runs were started.
 _EARLY_RUNS_STARTED = pytest.StashKey[set[str]]()
+#: The tier a test's module marks though its folder gives it.
+_WRITTEN_TWICE = pytest.StashKey[str]()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -89,16 +102,33 @@ def _start_early_runs(request: pytest.FixtureRequest) -> None:
         started.add(stream)
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Gives the test its folder's tier (FOLDER_TIER) before `-m` selects by it; a tier
+    the folder already gives, written in the test's module, is refused at collection
+    (pytest_collection_modifyitems), so each test's tier is said once."""
+    tier = FOLDER_TIER.get(_folder(item))
+    if tier is None:
+        return
+    written = _tiers(item)
+    if tier in written:
+        item.stash[_WRITTEN_TWICE] = tier
+    elif not written:
+        item.add_marker(tier)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Refuses a test without exactly one tier, or in a folder of another tier; puts each
-    in its stream; orders the folders as FOLDER_ORDER says."""
+    """Refuses a test without exactly one tier, in a folder of another tier, or naming the
+    tier its folder gives; puts each in its stream; orders the folders as FOLDER_ORDER
+    says."""
     wrong = []
     for item in items:
-        tiers = {mark.name for mark in item.iter_markers()} & TIERS
+        tiers = _tiers(item)
         folder = _folder(item)
         allowed = FOLDER_TIERS.get(folder, TIERS)
         if len(tiers) != 1 or not tiers <= allowed:
             wrong.append(f"{item.nodeid}: {sorted(tiers) or 'no tier'} in tests/{folder}")
+        elif (twice := item.stash.get(_WRITTEN_TWICE, None)) is not None:
+            wrong.append(f"{item.nodeid}: marks {twice}, which tests/{folder} gives it")
         apart = {mark.name for mark in item.iter_markers()} & APART.get(folder, set())
         apart_module = item.path.relative_to(TESTS).as_posix() in APART_MODULES
         streams.assign(item, streams.APART if apart or apart_module else streams.SESSION_CLUSTER)
@@ -106,6 +136,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError("tests whose tier marker is missing or wrong:\n" + "\n".join(wrong))
     items.sort(key=lambda item: _folder_rank(_folder(item)))
     streams.record(config, items)
+
+
+def _tiers(item: pytest.Item) -> set[str]:
+    return {mark.name for mark in item.iter_markers()} & TIERS
 
 
 def _shares_host(item: pytest.Item) -> bool:

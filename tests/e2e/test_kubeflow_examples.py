@@ -28,8 +28,6 @@ from tfjob_localcluster.chart import RELEASE, install_operator, run_helm
 from tfjob_localcluster.checkout import CHART
 from tfjob_localcluster.gomodule import module_dir
 
-pytestmark = pytest.mark.e2e
-
 MODULE = "github.com/kubeflow/training-operator"
 #: The examples without volumes: the others mount PersistentVolumeClaims they create
 #: beside the TFJob, for the data they download.

@@ -307,7 +307,6 @@ def registry_index(address: str, repository: str, tag: str) -> dict[str, Any]:
     return index
 
 
-@pytest.mark.e2e
 def test_the_release_pushes_its_images_by_digest_and_its_chart(release: Release) -> None:
     for name, repository, tag in (
         ("operator", published.OPERATOR, release.version),
@@ -378,7 +377,6 @@ def test_helm_install_from_the_registry_trains_with_pulled_images(
         uninstall(target)
 
 
-@pytest.mark.e2e
 def test_kubectl_apply_of_install_yaml_runs_the_pinned_operator(
     release: Release, fresh_cluster: Target
 ) -> None:
@@ -392,7 +390,6 @@ def test_kubectl_apply_of_install_yaml_runs_the_pinned_operator(
         fresh_cluster.kubectl("delete", "-f", manifest, "--wait=true", "--timeout=120s")
 
 
-@pytest.mark.e2e
 def test_upgrade_from_the_previous_release_keeps_running_jobs(
     release: Release, previous: Release, fresh_cluster: Target
 ) -> None:

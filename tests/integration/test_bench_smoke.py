@@ -18,8 +18,6 @@ import pytest
 from support.checkout import ROOT
 from support.early_runs import EarlyRun, Finished
 
-pytestmark = pytest.mark.integration
-
 JOBS = 5
 REPLICAS = 7  # the default shape: chief=1, worker=4, ps=2
 SMOKE = EarlyRun(

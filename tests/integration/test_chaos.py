@@ -18,8 +18,6 @@ from support.early_runs import EarlyRun, Finished
 
 from chaos.faults import FaultKind, schedule
 
-pytestmark = pytest.mark.integration
-
 JOBS = 6
 SEED = 1
 GAP = (2.0, 6.0)

@@ -10,14 +10,11 @@ from __future__ import annotations
 import io
 import json
 
-import pytest
 from support.builders import SHELL_IMAGE
 from support.cluster import Kubectl
 
 from harness.operator_process import OperatorProcess
 from tfjob_operator.client import TFJobClient
-
-pytestmark = pytest.mark.integration
 
 #: Worker 0 (the master) prints a results line and succeeds once the test creates /done
 #: in it (after both replicas' first lines were followed); worker 1 runs until the

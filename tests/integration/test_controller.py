@@ -16,8 +16,6 @@ from support.tfjobs import PodCreations, TFJobs, condition
 
 from harness.operator_process import OperatorProcess
 
-pytestmark = pytest.mark.integration
-
 SLEEP = "sleep 3600"
 # Exits like a killed process in its first incarnation, then succeeds after a restart.
 FLAKY = 'if [ "$GENERATION" = 0 ]; then sleep 1; exit 137; fi; sleep 2'

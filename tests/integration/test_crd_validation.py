@@ -23,8 +23,6 @@ from support.rejected_tfjobs import REJECTED, Rejected
 from support.tfjobs import find_condition
 from support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
-
 CRD_FILE = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]

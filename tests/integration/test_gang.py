@@ -24,8 +24,6 @@ from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.coscheduling import SCHEDULER_NAME
 from tfjob_localcluster.volcano import Volcano
 
-pytestmark = pytest.mark.integration
-
 #: Runs until the test creates /done in the container.
 UNTIL_TOLD = "until [ -e /done ]; do sleep 0.2; done"
 PLUGINS_GROUP = ("scheduling.x-k8s.io", "v1alpha1")

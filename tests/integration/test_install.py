@@ -39,8 +39,6 @@ from tfjob_operator.client.forward import PortForward
 from tfjob_operator.client.rest import Rest
 from tfjob_operator.connection import load_connection
 
-pytestmark = pytest.mark.integration
-
 #: The chart's operators: a leader and a standby.
 REPLICAS = default_values()["replicaCount"]
 

@@ -12,8 +12,6 @@ from tfjob_operator.connection import load_connection
 from tfjob_operator.errors import ApiError
 from tfjob_operator.kube import ApiServerClient, Kube
 
-pytestmark = pytest.mark.integration
-
 HOLD = "tfjob.dev/test-hold"
 
 

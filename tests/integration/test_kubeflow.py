@@ -22,8 +22,6 @@ from support.tfjobs import TFJobs, condition, find_condition
 
 from harness.operator_process import OperatorProcess
 
-pytestmark = pytest.mark.integration
-
 KUBEFLOW = "kubeflow.org"
 POD_API_CASES = [case for case in REJECTED if case.server_only == POD_API]
 SLEEP = "sleep 3600"

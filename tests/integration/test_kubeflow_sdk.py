@@ -30,8 +30,6 @@ from support.waiting import wait_until
 from harness.operator_process import OperatorProcess
 from tfjob_localcluster.coscheduling import SCHEDULER_NAME as SCHEDULER_PLUGINS
 
-pytestmark = pytest.mark.integration
-
 #: Each replica prints a line naming itself, then worker 0 (the master without a chief)
 #: succeeds while the others wait to be cleaned up.
 SCRIPT = (

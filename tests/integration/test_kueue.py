@@ -43,8 +43,6 @@ from harness.operator_process import OperatorProcess
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.kueue import Kueue
 
-pytestmark = pytest.mark.integration
-
 #: The node labels of the topology the TAS test's flavor places pods in.
 BLOCK_LABEL = "tfjob.dev/test-block"
 RACK_LABEL = "tfjob.dev/test-rack"

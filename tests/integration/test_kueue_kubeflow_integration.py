@@ -8,7 +8,6 @@ resumes it once admitted. The operator sees that Workload and makes none of its 
 
 from __future__ import annotations
 
-import pytest
 from support.cluster import Kubectl
 from support.kueue import (
     made_by_operator,
@@ -18,8 +17,6 @@ from support.kueue import (
     workload_of,
 )
 from support.tfjobs import TFJobs, condition
-
-pytestmark = pytest.mark.integration
 
 #: support/kueue.py's `kueue` starts Kueue with its Kubeflow integration on for this module.
 KUEUE_KUBEFLOW_INTEGRATION = True

@@ -24,7 +24,6 @@ from support.tfjobs import TFJobs
 from harness.operator_process import OperatorCommand, OperatorProcess
 from harness.promtext import counters
 
-pytestmark = pytest.mark.integration
 LEASE = "tfjob-operator-test"
 LEASE_SECONDS = 15
 

@@ -29,8 +29,6 @@ from tfjob_operator.render import render_pod
 from tfjob_operator.spec import Replica, parse_spec
 from tfjob_operator.tensorboard import board_spec, render_board
 
-pytestmark = pytest.mark.integration
-
 JOB_UID = "00000000-0000-0000-0000-000000000001"
 RESTRICTED = {
     "pod-security.kubernetes.io/enforce": "restricted",

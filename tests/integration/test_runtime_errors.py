@@ -14,7 +14,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from kubernetes import client
 from support.builders import shell_replica, tfjob
 from support.cluster import Kubectl
@@ -23,8 +22,6 @@ from support.tfjobs import TFJobs, condition, find_condition
 
 from harness.operator_process import OperatorProcess
 from tfjob_operator.timeutil import from_rfc3339
-
-pytestmark = pytest.mark.integration
 
 SLEEP = "sleep 3600"
 #: The operator reports a refused pod within this long (its first retry is 2 s later).

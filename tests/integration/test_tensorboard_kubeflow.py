@@ -13,7 +13,6 @@ import json
 import urllib.request
 from typing import Any
 
-import pytest
 from kubernetes import client
 from support.builders import SHELL_IMAGE
 from support.tfjobs import TFJobs
@@ -21,8 +20,6 @@ from support.waiting import wait_until
 
 from harness.operator_process import OperatorProcess
 from tfjob_operator.client import TFJobClient
-
-pytestmark = pytest.mark.integration
 
 CLAIM = {
     "apiVersion": "v1",

@@ -153,8 +153,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def backend_params(config: pytest.Config, local_by_default: bool = False) -> list[Any]:
     """The backends `--backends` chose for a scenario (`local_by_default`: of the path
-    `make demo` runs, or needing the local node's fake GPUs), each marked as what it needs
-    (e2e, kind)."""
+    `make demo` runs, or needing the local node's fake GPUs); kind's is marked `kind`, what
+    it needs (tests/e2e gives the local cluster's its tier, e2e)."""
     option = config.getoption("--backends")
     if option == ONCE:
         chosen = ["local" if local_by_default else "kind"]
@@ -163,8 +163,10 @@ def backend_params(config: pytest.Config, local_by_default: bool = False) -> lis
     unknown = set(chosen) - set(BACKENDS)
     if unknown:
         raise pytest.UsageError(f"--backends: unknown {', '.join(sorted(unknown))}")
-    marks = {"local": pytest.mark.e2e, "kind": pytest.mark.kind}
-    return [pytest.param(name, marks=marks[name], id=name) for name in chosen]
+    return [
+        pytest.param(name, marks=[pytest.mark.kind] if name == "kind" else [], id=name)
+        for name in chosen
+    ]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -11,8 +11,6 @@ import sys
 import pytest
 from support.checkout import ROOT
 
-pytestmark = pytest.mark.tools
-
 
 @pytest.mark.parametrize("generator", ["hack.gen_crd", "hack.gen_manifests", "hack.gen_examples"])
 def test_generated_files_are_up_to_date(generator: str) -> None:

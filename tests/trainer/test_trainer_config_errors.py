@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 from support.trainer_processes import TRAIN
 
-pytestmark = pytest.mark.tensorflow
-
 TIMEOUT = 60
 TWO_WORKERS = {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}
 

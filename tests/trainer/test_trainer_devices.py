@@ -11,8 +11,6 @@ import time
 import pytest
 from support.trainer_processes import TRAIN, JobFactory, record_run
 
-pytestmark = pytest.mark.tensorflow
-
 TIMEOUT = 420
 
 

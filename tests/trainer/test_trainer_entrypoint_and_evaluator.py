@@ -8,8 +8,6 @@ import pytest
 from support.checkout import ROOT
 from support.trainer_processes import JobFactory, record_run
 
-pytestmark = pytest.mark.tensorflow
-
 TIMEOUT = 300
 EXAMPLE_DIR = ROOT / "examples" / "custom-entrypoint"
 

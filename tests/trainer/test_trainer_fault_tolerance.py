@@ -18,8 +18,6 @@ from dataclasses import dataclass
 import pytest
 from support.trainer_processes import JobFactory, LocalJob, Task, record_run
 
-pytestmark = pytest.mark.tensorflow
-
 TIMEOUT = 420
 EPOCHS = 8
 SIGTERM_BACKUP = re.compile(r"SIGTERM: backup written at epoch (\d+), step (\d+)")

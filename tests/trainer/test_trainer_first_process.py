@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import signal
 
-import pytest
 from support.trainer_processes import JobFactory
-
-pytestmark = pytest.mark.tensorflow
 
 EPOCHS = 40
 

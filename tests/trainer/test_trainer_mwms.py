@@ -8,8 +8,6 @@ import time
 import pytest
 from support.trainer_processes import JobFactory, record_run
 
-pytestmark = pytest.mark.tensorflow
-
 TIMEOUT = 420
 #: Threads a worker of this job may hold at once (124 measured with the default flags).
 MAX_THREADS = 400

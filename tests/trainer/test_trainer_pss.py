@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 from support.trainer_processes import JobFactory, LocalJob, record_run
 
-pytestmark = pytest.mark.tensorflow
-
 TIMEOUT = 420
 SERVER_STOP_TIMEOUT = 15  # stops a hang; a server exits within a second of SIGTERM
 PS_DEVICE = "/job:ps/"

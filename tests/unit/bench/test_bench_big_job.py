@@ -3,12 +3,8 @@ operator reads it, and its figures' table."""
 
 from __future__ import annotations
 
-import pytest
-
 from bench import big_job
 from tfjob_operator.spec import MAX_REPLICAS
-
-pytestmark = pytest.mark.unit
 
 
 def test_the_large_job_is_at_the_replica_bound_and_the_operator_accepts_it() -> None:

@@ -9,8 +9,6 @@ import pytest
 # The benchmark is not an installed package: it runs from the repository root.
 from bench import cli
 
-pytestmark = pytest.mark.unit
-
 
 def test_a_run_keeps_its_state_in_the_cache_and_a_refused_one_leaves_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

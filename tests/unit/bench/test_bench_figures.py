@@ -15,8 +15,6 @@ from bench.stats import percentile, summarize
 from harness import audit, promtext
 from tfjob_operator.metrics import Metrics
 
-pytestmark = pytest.mark.unit
-
 OPERATOR = "tfjob-bench:operator"
 DRIVER = "tfjob-bench:driver"
 

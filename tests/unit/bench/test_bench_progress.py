@@ -11,8 +11,6 @@ import pytest
 from bench.progress import JobFailed, Progress, WaitTimeout
 from harness.apiclient import SYNCED
 
-pytestmark = pytest.mark.unit
-
 
 def pod(name: str, phase: str = "Pending") -> dict[str, Any]:
     return {"metadata": {"name": name}, "status": {"phase": phase}}

@@ -5,13 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
-
 # The benchmark is not an installed package: it runs from the repository root.
 from bench.responder import Responder
 from harness.apiclient import SYNCED
-
-pytestmark = pytest.mark.unit
 
 JOBS = "/apis/tfjob.dev/v1/namespaces/ns/tfjobs"
 

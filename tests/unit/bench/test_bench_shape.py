@@ -16,8 +16,6 @@ from bench.shape import (
 from harness import kwok
 from harness.operator_process import OperatorError, check_template
 
-pytestmark = pytest.mark.unit
-
 
 def test_default_shape_has_seven_replicas_led_by_the_chief() -> None:
     shape = parse_shape("chief=1,worker=4,ps=2")

@@ -22,8 +22,6 @@ from tfjob_operator.failure_policy import is_retryable
 from tfjob_operator.observe import Failure
 from tfjob_operator.spec import parse_spec
 
-pytestmark = pytest.mark.unit
-
 QUIET = OperatorFigures(
     starts=1, reconcile_errors=0, watch_restarts={}, error_lines=[], reconcile_failures=[]
 )

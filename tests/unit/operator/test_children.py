@@ -17,8 +17,6 @@ from tfjob_operator.decide import Creation
 from tfjob_operator.errors import ApiError
 from tfjob_operator.events import Event
 
-pytestmark = pytest.mark.unit
-
 
 class Counter:
     def __init__(self) -> None:

@@ -29,8 +29,6 @@ from tfjob_operator.connection import Connection, TokenSource
 from tfjob_operator.errors import ApiError
 from tfjob_trainer.results import RESULT_PREFIX as TRAINER_RESULT_PREFIX
 
-pytestmark = pytest.mark.unit
-
 NOW = datetime(2026, 11, 26, 12, 0, 0, tzinfo=UTC)
 UID = "uid-1"
 

@@ -17,8 +17,6 @@ import yaml
 
 from tfjob_operator.connection import CredentialsError, load_connection
 
-pytestmark = pytest.mark.unit
-
 
 def kubeconfig(tmp_path: Path, user: dict[str, Any], **cluster: Any) -> str:
     document = {

@@ -42,8 +42,6 @@ from tfjob_operator.tensorboard import observe_board
 from tfjob_operator.timeutil import to_rfc3339
 from tfjob_operator.watchcache import Store
 
-pytestmark = pytest.mark.unit
-
 KEY = (JOB.namespace, JOB.name)
 SPEC: dict[str, Any] = {
     "runPolicy": {"cleanPodPolicy": "Running"},

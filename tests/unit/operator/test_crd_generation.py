@@ -23,8 +23,6 @@ from tfjob_operator.api import APIS, KUBEFLOW, TFJOB_DEV, TFJobApi
 from tfjob_operator.crd import render, structural
 from tfjob_operator.crd.schema import strict_pod_template
 
-pytestmark = pytest.mark.unit
-
 REF = structural.REF_PREFIX
 
 

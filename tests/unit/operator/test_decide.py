@@ -17,8 +17,6 @@ from tfjob_operator.refusals import Refusal
 from tfjob_operator.spec import MAX_CHILD_NAME, MAX_REPLICAS
 from tfjob_operator.tfconfig import MAX_ENVIRONMENT_STRING
 
-pytestmark = pytest.mark.unit
-
 MWMS = {
     "tfReplicaSpecs": {"Chief": replica_spec(1, "ExitCode"), "Worker": replica_spec(2, "ExitCode")}
 }

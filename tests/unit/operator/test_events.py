@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 from support.builders import NOW
 
 from tfjob_operator.events import WARNING, Event, EventSeries, repeat_patch
-
-pytestmark = pytest.mark.unit
 
 
 def test_repeats_of_a_replica_share_a_series_whatever_their_messages() -> None:

@@ -29,8 +29,6 @@ from tfjob_operator.spec import InvalidSpec, Replica, parse_spec
 
 from .test_controller import KEY, Harness
 
-pytestmark = pytest.mark.unit
-
 PLUGINS = "scheduler-plugins-scheduler"
 
 

@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
-import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from support.api_clients import client_of
@@ -20,8 +19,6 @@ from tfjob_operator.api import JobRef
 from tfjob_operator.errors import ApiError
 from tfjob_operator.kube import Kube, unavailable
 from tfjob_operator.metrics import Metrics
-
-pytestmark = pytest.mark.unit
 
 Scenario = Callable[[Kube, "HoldingServer"], Awaitable[None]]
 

@@ -23,8 +23,6 @@ from tfjob_operator.watchcache import Store
 
 from .test_controller import FakeClock, FakeWrites
 
-pytestmark = pytest.mark.unit
-
 KUBEFLOW_JOB = JobRef("ml", "mnist", "uid-kf", KUBEFLOW)
 SPEC = {"tfReplicaSpecs": {"PS": replica_spec(1), "Worker": replica_spec(2)}}
 

@@ -20,7 +20,6 @@ from tfjob_operator.leader import (
 )
 from tfjob_operator.metrics import Metrics
 
-pytestmark = pytest.mark.unit
 AT = datetime(2026, 11, 25, 12, 0, 0, 123456, tzinfo=UTC)
 
 

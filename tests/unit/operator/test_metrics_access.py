@@ -8,7 +8,6 @@ import asyncio
 import json
 from typing import Any
 
-import pytest
 from support.scrape import scrape
 
 from tfjob_localcluster.ports import free_port
@@ -22,8 +21,6 @@ from tfjob_operator.metrics_access import (
     MetricsGuard,
     serving_context,
 )
-
-pytestmark = pytest.mark.unit
 
 #: Tokens the fake API server knows, and whether each may get /metrics.
 USERS = {"reader-token": ("system:serviceaccount:monitoring:prometheus", True),

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tfjob_operator.observe import Failure, observe_pod
-
-pytestmark = pytest.mark.unit
 
 
 def body(phase: str, main: dict[str, Any] | None = None, **status: object) -> dict[str, Any]:

@@ -14,8 +14,6 @@ from tfjob_operator.status import StatusWrite, status_write
 from tfjob_operator.success_policy import leader_succeeded
 from tfjob_operator.tfconfig import cluster_digest, job_configs, tf_config
 
-pytestmark = pytest.mark.unit
-
 PSS = parse_spec(
     "mnist",
     {

@@ -20,8 +20,6 @@ from tfjob_operator.client.forward import PortForward, _masked
 from tfjob_operator.client.rest import Rest
 from tfjob_operator.connection import Connection, TokenSource
 
-pytestmark = pytest.mark.unit
-
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 PODS = {
     "items": [

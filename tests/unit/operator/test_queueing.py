@@ -30,8 +30,6 @@ from tfjob_operator.queueing import (
 )
 from tfjob_operator.spec import parse_spec
 
-pytestmark = pytest.mark.unit
-
 SPEC = {
     "tfReplicaSpecs": {
         "Chief": replica_spec(1),

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
 from support.builders import NOW
 
 from tfjob_operator.refusals import MAX_RETRY_SECONDS, Refusal, Refusals
-
-pytestmark = pytest.mark.unit
 
 FORBIDDEN = Refusal("pod", "worker-0", 403, "Forbidden", "quota", 1, NOW, 1)
 POD = ("pod", "mnist-worker-0")

@@ -12,8 +12,6 @@ from tfjob_operator.render import render_pod, render_service
 from tfjob_operator.spec import Replica, parse_spec
 from tfjob_operator.tfconfig import tf_config
 
-pytestmark = pytest.mark.unit
-
 
 def env_of(pod: dict[str, Any]) -> dict[str, Any]:
     container = next(c for c in pod["spec"]["containers"] if c["name"] == "tensorflow")

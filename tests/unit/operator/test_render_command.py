@@ -6,11 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 from support.checkout import ROOT
-
-pytestmark = pytest.mark.unit
 
 
 def render(path: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -10,8 +10,6 @@ import yaml
 from tfjob_operator.scaffold import Choices, ScaffoldError, render
 from tfjob_operator.spec import parse_spec
 
-pytestmark = pytest.mark.unit
-
 
 def load(choices: Choices) -> dict[str, Any]:
     document: dict[str, Any] = yaml.safe_load(render(choices, "test"))

@@ -11,8 +11,6 @@ from tfjob_operator.api import CleanPodPolicy, ReplicaType, RestartPolicy
 from tfjob_operator.mergepatch import merge_patch
 from tfjob_operator.spec import InvalidSpec, parse_spec
 
-pytestmark = pytest.mark.unit
-
 
 def errors_of(spec: dict[str, Any], name: str = "mnist") -> str:
     with pytest.raises(InvalidSpec) as caught:

@@ -9,8 +9,6 @@ from support.rejected_tfjobs import REJECTED, Rejected
 
 from tfjob_operator.spec import InvalidSpec, parse_spec
 
-pytestmark = pytest.mark.unit
-
 CHECKED = [case for case in REJECTED if case.server_only is None]
 
 

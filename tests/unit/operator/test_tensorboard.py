@@ -34,8 +34,6 @@ from tfjob_operator.tensorboard import (
 )
 from tfjob_operator.timeutil import to_rfc3339
 
-pytestmark = pytest.mark.unit
-
 IMAGE = "ghcr.io/tfjob-operator/tfjob-trainer:0.1.0"
 LOG_DIR = "/data/$(TFJOB_NAME)-$(TFJOB_UID)/logs"
 STARTED = {"startTime": to_rfc3339(NOW - timedelta(minutes=1))}

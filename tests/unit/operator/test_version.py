@@ -19,7 +19,6 @@ from tfjob_operator import published
 from tfjob_operator.cli import main as tfjob_operator
 from tfjob_trainer.options import parse_options
 
-pytestmark = pytest.mark.unit
 VERSION = (ROOT / "VERSION").read_text().strip()
 
 

@@ -19,8 +19,6 @@ from support.api_clients import TOKEN, client_of
 from tfjob_operator import watchcache
 from tfjob_operator.watchcache import Resource, Store, Watch
 
-pytestmark = pytest.mark.unit
-
 
 def pod(name: str, job: str, version: int, phase: str = "Running") -> dict[str, Any]:
     return {

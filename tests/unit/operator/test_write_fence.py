@@ -21,8 +21,6 @@ from tfjob_operator.backoff import MAX_RETRY_AFTER_SECONDS, retry_after_header, 
 from tfjob_operator.errors import ApiError
 from tfjob_operator.kube import ApiServerClient, NotLeading, raise_for
 
-pytestmark = pytest.mark.unit
-
 POD = "/api/v1/namespaces/ml/pods"
 THROTTLED = (
     b'{"kind":"Status","status":"Failure","reason":"TooManyRequests","code":429,'

@@ -16,7 +16,6 @@ from release.plan import Plan, PlanError, make_plan
 from tfjob_localcluster.baseimage import IMPORT_CHANGES
 from tfjob_localcluster.platforms import platform_args
 
-pytestmark = pytest.mark.unit
 DIGEST = "sha256:" + "ab" * 32
 
 

@@ -9,8 +9,6 @@ from typing import Any
 import pytest
 from support.backends import ONCE, backend_params
 
-pytestmark = pytest.mark.unit
-
 
 class Options:
     def __init__(self, backends: str) -> None:
@@ -28,12 +26,12 @@ def chosen(backends: str, local_by_default: bool) -> list[tuple[str, set[str]]]:
 
 def test_by_default_a_scenario_runs_once_on_kind_or_on_the_local_cluster_where_marked() -> None:
     assert chosen(ONCE, local_by_default=False) == [("kind", {"kind"})]
-    assert chosen(ONCE, local_by_default=True) == [("local", {"e2e"})]
+    assert chosen(ONCE, local_by_default=True) == [("local", set())]
 
 
 def test_named_backends_run_every_scenario_on_each() -> None:
     for local_by_default in (False, True):
-        assert chosen("local,kind", local_by_default) == [("local", {"e2e"}), ("kind", {"kind"})]
+        assert chosen("local,kind", local_by_default) == [("local", set()), ("kind", {"kind"})]
     assert chosen("kind", local_by_default=True) == [("kind", {"kind"})]
 
 

@@ -9,8 +9,6 @@ import pytest
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from support import browser
 
-pytestmark = pytest.mark.unit
-
 
 class FakeDriver:
     """Fails its first load; counts loads."""

@@ -14,8 +14,6 @@ from support import early_runs
 from support.early_runs import EarlyRun, EarlyRuns
 from support.waiting import wait_until
 
-pytestmark = pytest.mark.unit
-
 #: Appends a line to started.log in its work directory, prints, and writes `interrupted`
 #: there when it gets SIGINT (KeyboardInterrupt) while it sleeps for argv[2] seconds.
 SCRIPT = """

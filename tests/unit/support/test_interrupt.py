@@ -8,8 +8,6 @@ from collections.abc import Iterator
 import pytest
 from support.interrupt import interrupt_on_sigterm
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.fixture
 def handlers_restored() -> Iterator[None]:

@@ -14,11 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from support.checkout import ROOT
 from support.waiting import wait_until
-
-pytestmark = pytest.mark.unit
 
 TESTS = ROOT / "tests"
 INI = """[pytest]
@@ -67,14 +64,15 @@ def apart_module() -> str:
 
 
 APART_MODULE = apart_module()
-PROBES = {
-    "unit/test_pure.py": ("unit", 1),
+#: Each probe's module, the tier it marks (None: the one its folder gives), its seconds.
+PROBES: dict[str, tuple[str | None, float]] = {
+    "unit/test_pure.py": (None, 1),
     "cluster/test_host.py": ("integration", 5),
-    "trainer/test_tf.py": ("tensorflow", 1),
-    "e2e/test_local.py": ("e2e", 0),
+    "trainer/test_tf.py": (None, 1),
+    "e2e/test_local.py": (None, 0),
     "e2e/test_kind.py": ("kind", 0),
-    "integration/test_api.py": ("integration", 0),
-    APART_MODULE: ("integration", 0),
+    "integration/test_api.py": (None, 0),
+    APART_MODULE: (None, 0),
 }
 
 
@@ -92,9 +90,9 @@ def probe_tree(
         file.parent.mkdir(exist_ok=True)
         name = file.stem.removeprefix("test_")
         wait = (seconds or {}).get(name, default)
+        mark = f"pytestmark = pytest.mark.{marker}\n\n" if marker else ""
         file.write_text(
-            f"TEARDOWN_SECONDS = {(teardown or {}).get(name, 0)}\n{RECORD}\n"
-            f"pytestmark = pytest.mark.{marker}\n\n"
+            f"TEARDOWN_SECONDS = {(teardown or {}).get(name, 0)}\n{RECORD}\n{mark}"
             f"def test_{name}(held):\n    probe({name!r}, {wait})\n"
         )
     return tests

@@ -12,8 +12,6 @@ from tfjob_trainer.devices import (
 )
 from tfjob_trainer.errors import ConfigError
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.mark.parametrize(
     ("environ", "count"),

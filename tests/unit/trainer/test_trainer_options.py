@@ -10,8 +10,6 @@ from tfjob_trainer.errors import ConfigError
 from tfjob_trainer.options import parse_options
 from tfjob_trainer.strategy_choice import StrategyName
 
-pytestmark = pytest.mark.unit
-
 DIRS = ["--model-dir", "m", "--checkpoint-dir", "gs://bucket/ckpt"]
 
 

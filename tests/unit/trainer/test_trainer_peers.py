@@ -15,8 +15,6 @@ from support.waiting import wait_until
 from tfjob_trainer.peers import PeerWatch, peers_of, probe, report
 from tfjob_trainer.tf_config import parse_tf_config
 
-pytestmark = pytest.mark.unit
-
 
 @pytest.fixture
 def listening() -> Iterator[str]:

@@ -16,8 +16,6 @@ from tfjob_trainer.results import (
     parse_results,
 )
 
-pytestmark = pytest.mark.unit
-
 FIELDS = {
     "loss": 0.05,
     "accuracy": np.float32(0.975),

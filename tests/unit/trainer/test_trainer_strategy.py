@@ -11,8 +11,6 @@ from tfjob_trainer.errors import ConfigError
 from tfjob_trainer.strategy_choice import Role, StrategyName, choose_strategy, role_of
 from tfjob_trainer.tf_config import TFConfig, parse_tf_config
 
-pytestmark = pytest.mark.unit
-
 AUTO = StrategyName.AUTO
 MWMS = StrategyName.MULTI_WORKER_MIRRORED
 PSS = StrategyName.PARAMETER_SERVER

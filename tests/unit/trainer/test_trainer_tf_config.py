@@ -10,8 +10,6 @@ import pytest
 from tfjob_trainer.errors import ConfigError
 from tfjob_trainer.tf_config import TFConfig, parse_tf_config
 
-pytestmark = pytest.mark.unit
-
 PSS_CLUSTER = {
     "chief": ["job-chief-0.ns.svc:2222"],
     "worker": ["job-worker-0.ns.svc:2222", "job-worker-1.ns.svc:2222"],
