@@ -36,9 +36,10 @@ from kubernetes import client, config
 
 from tfjob_localcluster import chart, diagnose
 from tfjob_localcluster.binaries import cache_root
-from tfjob_localcluster.chart import InstallError, install_operator
+from tfjob_localcluster.chart import install_operator
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.images import PROJECT_IMAGES
-from tfjob_localcluster.kind import KindCluster, KindError, unavailable
+from tfjob_localcluster.kind import KindCluster, unavailable
 from tfjob_operator.client.results import results_in
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -329,7 +330,7 @@ def main() -> int:
     try:
         with cluster(args) as kubeconfig:
             ok = run(kubeconfig, args.timeout)
-    except (DemoError, InstallError, diagnose.StallError, KindError) as error:
+    except (DemoError, LocalClusterError) as error:
         banner("The demo stopped")
         print(error, flush=True)
         return 1

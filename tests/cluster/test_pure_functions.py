@@ -3,8 +3,10 @@ files, its private mounts, kernel settings, cgroups, image inputs, addresses."""
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import os
+import pkgutil
 import re
 import socket
 import subprocess
@@ -16,6 +18,7 @@ import yaml
 from support.cluster import namespace_name
 from support.waiting import wait_until
 
+import tfjob_localcluster
 from tfjob_localcluster import (
     addons,
     capabilities,
@@ -40,6 +43,7 @@ from tfjob_localcluster.binaries import (
     tools,
 )
 from tfjob_localcluster.checkout import ROOT
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.node import files, tunables
 from tfjob_localcluster.node.config import NodeConfig
 from tfjob_localcluster.node.mounts import inside, outermost
@@ -289,6 +293,31 @@ def test_ports_handed_out_are_free_distinct_and_outside_the_kernels_ephemeral_ra
             ports.free_port("127.0.0.1")
     finally:
         held.close()
+
+
+def test_every_error_the_local_cluster_raises_derives_from_one_base() -> None:
+    package = tfjob_localcluster.__path__
+    modules = [
+        importlib.import_module(found.name)
+        for found in pkgutil.walk_packages(package, "tfjob_localcluster.")
+        if not found.name.endswith("__main__")
+    ]
+    errors = {
+        f"{module.__name__}.{name}": value
+        for module in modules
+        for name, value in vars(module).items()
+        if isinstance(value, type)
+        and issubclass(value, Exception)
+        and value.__module__ == module.__name__
+    }
+    assert len(errors) > 20, sorted(errors)
+    # A system call's failure stays an OSError, with its errno.
+    others = [
+        name
+        for name, error in errors.items()
+        if not issubclass(error, (LocalClusterError, OSError)) and error is not LocalClusterError
+    ]
+    assert others == []
 
 
 def test_namespace_names() -> None:

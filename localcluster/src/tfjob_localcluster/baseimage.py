@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tfjob_localcluster import emulation, packages, private_run
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.platforms import host_architecture
 from tfjob_localcluster.procs import failure_excerpt
 
@@ -121,4 +122,4 @@ def run(*argv: str, env: dict[str, str] | None = None) -> None:
         check=False,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"{argv[0]} failed:\n{failure_excerpt(done.stdout + done.stderr)}")
+        raise LocalClusterError(f"{argv[0]} failed:\n{failure_excerpt(done.stdout + done.stderr)}")

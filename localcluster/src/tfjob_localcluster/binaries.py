@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tfjob_localcluster.checkout import GO_TOOLS, NODETOOLS, VERSIONS_ENV
+from tfjob_localcluster.errors import LocalClusterError
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def tools() -> dict[str, Tool]:
     return parse_tools(GO_TOOLS.read_text())
 
 
-class MissingBinaryError(RuntimeError):
+class MissingBinaryError(LocalClusterError):
     """A pinned binary has not been built into the cache yet."""
 
 

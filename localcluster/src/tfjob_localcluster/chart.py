@@ -20,6 +20,7 @@ from kubernetes import client, config
 from tfjob_localcluster import diagnose
 from tfjob_localcluster.binaries import cache_root, locate
 from tfjob_localcluster.checkout import CHART
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.images import REGISTRY
 
 RELEASE = "tfjob-operator"
@@ -27,7 +28,7 @@ NAMESPACE = "tfjob-system"
 SELECTOR = f"app.kubernetes.io/name=tfjob-operator,app.kubernetes.io/instance={RELEASE}"
 
 
-class InstallError(RuntimeError):
+class InstallError(LocalClusterError):
     pass
 
 

@@ -32,9 +32,9 @@ from typing import TextIO
 from tfjob_localcluster import images
 from tfjob_localcluster.binaries import MissingBinaryError, cache_root
 from tfjob_localcluster.cluster import ClusterError, LocalCluster
-from tfjob_localcluster.engine import EngineUnavailableError
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.noderuntime import NodeRuntime, NodeRuntimeError
-from tfjob_localcluster.ociregistry import OciRegistry, OciRegistryError
+from tfjob_localcluster.ociregistry import OciRegistry
 from tfjob_localcluster.packages import PackageError
 from tfjob_localcluster.procs import ProcessIdentity, tail
 from tfjob_localcluster.slots import SlotError, Slots
@@ -216,7 +216,7 @@ def cmd_images(gpu: bool, project: bool) -> int:
     wanted = [*chosen, *([images.TRAINER_GPU] if gpu else [])]
     try:
         built = images.ImageStore(say=lambda m: _note(f"images: {m}")).build(wanted)
-    except (EngineUnavailableError, PackageError, images.MissingImageError) as error:
+    except LocalClusterError as error:
         _note(f"error: {error}")
         return 1
     print(images.describe(built))
@@ -231,7 +231,7 @@ def cmd_load(paths: Paths, references: list[str]) -> int:
     runtime = NodeRuntime(int(info["node_init_pid"]), paths.state_dir / "node")
     try:
         runtime.load_all(images.ImageStore(), references, _note)
-    except (images.MissingImageError, NodeRuntimeError) as error:
+    except LocalClusterError as error:
         _note(f"error: {error}")
         return 1
     return 0
@@ -249,7 +249,7 @@ def cmd_registry(port: int | None) -> int:
                 if not registry.process.running():
                     _note(f"the registry exited:\n{registry.process.tail()}")
                     return 1
-    except (OciRegistryError, MissingBinaryError) as error:
+    except LocalClusterError as error:
         _note(f"error: {error}")
         return 1
     return 0

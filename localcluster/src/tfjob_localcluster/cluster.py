@@ -45,6 +45,7 @@ from tfjob_localcluster.controlplane import (
     ControlPlane,
     ControlPlaneError,
 )
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.images import (
     BUSYBOX,
     COREDNS,
@@ -68,7 +69,7 @@ NODE_STOP_GRACE = 30.0
 REQUIRED_COMMANDS = ("ip", "unshare", "ctr")
 
 
-class ClusterError(RuntimeError):
+class ClusterError(LocalClusterError):
     pass
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from tfjob_localcluster import binaries as binaries_module
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.kubeconfig import kubeconfig, write_kubeconfig
 from tfjob_localcluster.pki import CertificateAuthority, KeyPair, write_signing_key
 from tfjob_localcluster.ports import free_ports
@@ -72,7 +73,7 @@ _PORT_RETRIES = 3
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
 
-class ControlPlaneError(RuntimeError):
+class ControlPlaneError(LocalClusterError):
     pass
 
 

@@ -19,6 +19,7 @@ import yaml
 from tfjob_localcluster import gomodule
 from tfjob_localcluster.beside import ProcessBeside
 from tfjob_localcluster.binaries import locate, read_versions
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.pki import CertificateAuthority
 from tfjob_localcluster.ports import free_port
 from tfjob_localcluster.rest import Rest, tls_context
@@ -29,7 +30,7 @@ SCHEDULER_NAME = "scheduler-plugins-scheduler"
 PLUGIN = "Coscheduling"
 
 
-class CoschedulingError(RuntimeError):
+class CoschedulingError(LocalClusterError):
     """The scheduler did not start, or its CRD was refused."""
 
 

@@ -19,6 +19,8 @@ from typing import Any
 
 from kubernetes import client
 
+from tfjob_localcluster.errors import LocalClusterError
+
 LOG_LINES = 6
 EVENTS = 4
 # Reasons a container will not get past by waiting.
@@ -129,7 +131,7 @@ def _log_tail(
     return [line[:300] for line in str(text).splitlines() if line.strip()][-LOG_LINES:]
 
 
-class StallError(RuntimeError):
+class StallError(LocalClusterError):
     """Something stopped making progress; the message holds the diagnosis."""
 
 

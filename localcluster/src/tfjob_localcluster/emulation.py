@@ -22,6 +22,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.procs import set_parent_death_signal
 
 #: An image architecture -> the CPU name of its QEMU emulator.
@@ -38,7 +39,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
 
 
-class EmulationError(RuntimeError):
+class EmulationError(LocalClusterError):
     pass
 
 

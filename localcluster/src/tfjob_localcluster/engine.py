@@ -38,14 +38,19 @@ from types import TracebackType
 from tfjob_localcluster import capabilities, packages, private_run
 from tfjob_localcluster.binaries import cache_root
 from tfjob_localcluster.checkout import RUNTIME_WRAPPER
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.procs import ManagedProcess, failure_excerpt
 
 START_TIMEOUT = 60.0
 RUNTIME_NAME = "runc-without-sys-resource"
 
 
-class EngineUnavailableError(RuntimeError):
+class EngineUnavailableError(LocalClusterError):
     """No Docker engine answers and none can be started here; the message says why."""
+
+
+class DockerCommandError(LocalClusterError):
+    """A docker command failed; the message has the end of its output."""
 
 
 def answers(env: Mapping[str, str] | None = None) -> bool:
@@ -148,7 +153,7 @@ class DockerEngine:
         )
         if check and done.returncode != 0:
             output = (done.stdout + done.stderr).decode(errors="replace")
-            raise RuntimeError(
+            raise DockerCommandError(
                 f"docker {' '.join(args[:3])} ... failed:\n{failure_excerpt(output)}"
             )
         return done.stdout.decode(errors="replace")

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from tfjob_localcluster.binaries import cache_root
+from tfjob_localcluster.errors import LocalClusterError
 
 
-class ModuleError(RuntimeError):
+class ModuleError(LocalClusterError):
     """A module could not be downloaded."""
 
 

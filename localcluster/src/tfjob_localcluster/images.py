@@ -41,7 +41,8 @@ from tfjob_localcluster import baseimage
 from tfjob_localcluster.binaries import cache_root, read_versions, tool_dir
 from tfjob_localcluster.checkout import IMAGES as IMAGES_DIR
 from tfjob_localcluster.checkout import ROOT as REPOSITORY
-from tfjob_localcluster.engine import DockerEngine
+from tfjob_localcluster.engine import DockerCommandError, DockerEngine
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.platforms import host_architecture, platform_args
 from tfjob_operator import published
 
@@ -50,7 +51,7 @@ PULL_TIMEOUT = 120
 IGNORED_PARTS = ("__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache")
 
 
-class MissingImageError(RuntimeError):
+class MissingImageError(LocalClusterError):
     pass
 
 
@@ -306,7 +307,7 @@ class ImageStore:
             # The engine's copy of the previous build, now untagged: only its tar counted.
             try:
                 engine.docker("image", "rm", replaced)
-            except RuntimeError as error:
+            except DockerCommandError as error:
                 self.say(f"kept the previous {spec.reference} ({replaced[:19]}): {error}")
         partial = target.with_suffix(".partial")
         engine.docker("save", "-o", str(partial), spec.reference)
@@ -324,7 +325,7 @@ class ImageStore:
 def image_id(engine: DockerEngine, reference: str) -> str | None:
     try:
         return engine.docker("image", "inspect", "--format", "{{.Id}}", reference).strip()
-    except RuntimeError:
+    except DockerCommandError:
         return None
 
 
@@ -346,7 +347,7 @@ def obtainable(engine: DockerEngine, reference: str) -> bool:
 def _pull(engine: DockerEngine, reference: str) -> bool:
     try:
         engine.docker("pull", reference, timeout=PULL_TIMEOUT)
-    except (RuntimeError, subprocess.TimeoutExpired):
+    except (DockerCommandError, subprocess.TimeoutExpired):
         return False
     return True
 

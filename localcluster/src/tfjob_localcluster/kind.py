@@ -32,7 +32,8 @@ import yaml
 from tfjob_localcluster import engine, kindnode, packages
 from tfjob_localcluster.binaries import MissingBinaryError, locate
 from tfjob_localcluster.clusters import Cluster
-from tfjob_localcluster.images import ImageStore, MissingImageError
+from tfjob_localcluster.errors import LocalClusterError
+from tfjob_localcluster.images import ImageStore
 from tfjob_localcluster.kubeconfig import write_kubeconfig
 from tfjob_localcluster.loopback import LoopbackRelay
 from tfjob_localcluster.node.files import registry_hosts
@@ -59,7 +60,7 @@ def cluster_config() -> dict[str, Any]:
     }
 
 
-class KindError(RuntimeError):
+class KindError(LocalClusterError):
     pass
 
 
@@ -112,7 +113,7 @@ class KindCluster(Cluster):
             return
         try:
             self.engine.__enter__()
-        except (engine.EngineUnavailableError, packages.PackageError) as error:
+        except LocalClusterError as error:
             raise KindError(str(error)) from error
         self.engine_started = True
 
@@ -123,7 +124,7 @@ class KindCluster(Cluster):
         self.start_engine()
         try:
             self.node_image = kindnode.ensure(self.engine, self.store, self.say)
-        except (kindnode.NodeImageError, MissingImageError) as error:
+        except LocalClusterError as error:
             raise KindError(str(error)) from error
         self.network_existed = self._network_exists()
         self.say(f"creating kind cluster {self.name} from {self.node_image}")
@@ -185,7 +186,7 @@ class KindCluster(Cluster):
                 "ps", "--filter", mine, "--filter", "status=running", "--format", "{{.Names}}"
             ).split()
             stopped = sorted(set(self.containers()) - set(running))
-        except RuntimeError as error:  # the engine does not answer
+        except engine.DockerCommandError as error:  # the engine does not answer
             raise KindError(f"kind cluster {self.name}: {error}") from None
         if stopped or not running:
             raise KindError(f"kind cluster {self.name}: nodes not running: {stopped or 'all'}")

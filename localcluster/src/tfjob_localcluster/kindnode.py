@@ -39,7 +39,8 @@ from tfjob_localcluster import addons, gomodule, images
 from tfjob_localcluster.binaries import cache_root, locate, read_versions
 from tfjob_localcluster.checkout import IMAGES, RUNTIME_WRAPPER
 from tfjob_localcluster.checkout import KIND_NODE_FILES as NODE_FILES
-from tfjob_localcluster.engine import DockerEngine
+from tfjob_localcluster.engine import DockerCommandError, DockerEngine
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.node.files import cni_conflist
 from tfjob_localcluster.node.tunables import KUBELET_TUNABLES
 
@@ -53,7 +54,7 @@ CNI_IMAGE = images.BUSYBOX
 CONTAINERD_READY_TIMEOUT = 60.0
 
 
-class NodeImageError(RuntimeError):
+class NodeImageError(LocalClusterError):
     pass
 
 
@@ -219,7 +220,7 @@ def _preload(
             try:
                 engine.docker("exec", container, "ctr", "version", timeout=10)
                 break
-            except RuntimeError:
+            except DockerCommandError:
                 if time.monotonic() > deadline:
                     raise NodeImageError(
                         f"containerd in the build container did not answer in "
@@ -262,7 +263,7 @@ def _containerd_name(reference: str) -> str:
 def _label(engine: DockerEngine, reference: str) -> str | None:
     try:
         labels = engine.docker("image", "inspect", "--format", "{{json .Config.Labels}}", reference)
-    except RuntimeError:
+    except DockerCommandError:
         return None
     found: dict[str, str] = json.loads(labels) or {}
     return found.get(DIGEST_LABEL)

@@ -37,6 +37,7 @@ import yaml
 from tfjob_localcluster import gomodule, private_run
 from tfjob_localcluster.beside import ProcessBeside
 from tfjob_localcluster.binaries import locate, read_versions
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.kubectl import run_kubectl
 from tfjob_localcluster.pki import CertificateAuthority
 from tfjob_localcluster.ports import free_port
@@ -62,7 +63,7 @@ CRDS = Path("config/components/crd")
 Obj = dict[str, Any]
 
 
-class KueueError(RuntimeError):
+class KueueError(LocalClusterError):
     """Kueue did not start, or its webhooks did not answer."""
 
 

@@ -17,6 +17,8 @@ import os
 import subprocess
 from dataclasses import dataclass
 
+from tfjob_localcluster.errors import LocalClusterError
+
 NODE_NETWORK = ipaddress.IPv4Network(
     os.environ.get("TFJOB_LOCALCLUSTER_NODE_NETWORK", "10.212.0.0/16")
 )
@@ -25,7 +27,7 @@ SLOT_PREFIX_LENGTH = 24
 LINK_PREFIX = "tfj"
 
 
-class NetworkError(RuntimeError):
+class NetworkError(LocalClusterError):
     pass
 
 

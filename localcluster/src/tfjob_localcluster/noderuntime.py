@@ -14,13 +14,14 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.images import ImageStore
 from tfjob_localcluster.node.config import CONTAINERD_SOCKET
 
 NAMESPACE = "k8s.io"
 
 
-class NodeRuntimeError(RuntimeError):
+class NodeRuntimeError(LocalClusterError):
     pass
 
 

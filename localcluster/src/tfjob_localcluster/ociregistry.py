@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from tfjob_localcluster.binaries import locate
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.ports import free_port
 from tfjob_localcluster.procs import ManagedProcess, Started
 
@@ -31,7 +32,7 @@ HOST = "127.0.0.1"
 START_TIMEOUT = 30.0
 
 
-class OciRegistryError(RuntimeError):
+class OciRegistryError(LocalClusterError):
     pass
 
 

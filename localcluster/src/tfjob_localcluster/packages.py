@@ -14,6 +14,7 @@ import sysconfig
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.procs import failure_excerpt
 
 #: Debian's libfaketime, in the multiarch directory of this machine's architecture.
@@ -43,7 +44,7 @@ NODE = ("containerd", "runc", "cni-plugins", "iptables")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-class PackageError(RuntimeError):
+class PackageError(LocalClusterError):
     pass
 
 

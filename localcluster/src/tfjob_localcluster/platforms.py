@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import platform
 
+from tfjob_localcluster.errors import LocalClusterError
+
 #: Go's architecture names, which image platforms use, of `uname -m`'s.
 ARCHITECTURES = {"x86_64": "amd64", "aarch64": "arm64"}
 
 
-class UnknownArchitectureError(RuntimeError):
+class UnknownArchitectureError(LocalClusterError):
     pass
 
 

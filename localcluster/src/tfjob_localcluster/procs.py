@@ -22,6 +22,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from tfjob_localcluster.errors import LocalClusterError
+
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -200,7 +202,7 @@ class ManagedProcess:
         identity = ProcessIdentity.of(self.popen.pid)
         if identity is None:
             self.popen.wait()
-            raise RuntimeError(f"{self.name} exited at once; log:\n{tail(self.log_path)}")
+            raise LocalClusterError(f"{self.name} exited at once; log:\n{tail(self.log_path)}")
         self.identity = identity
         return identity
 

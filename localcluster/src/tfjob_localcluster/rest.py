@@ -13,13 +13,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.pki import KeyPair
 
 #: Tries of a replace that conflicts with a controller's write of the same object.
 CONFLICT_ATTEMPTS = 5
 
 
-class RestError(RuntimeError):
+class RestError(LocalClusterError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status

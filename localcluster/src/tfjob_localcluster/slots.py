@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tfjob_localcluster import cgroups, network
 from tfjob_localcluster.binaries import cache_root
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.procs import ProcessIdentity, process_table
 
 POD_NETWORK = ipaddress.IPv4Network(
@@ -29,7 +30,7 @@ POD_NETWORK = ipaddress.IPv4Network(
 SLOT_PREFIX_LENGTH = 24
 
 
-class SlotError(RuntimeError):
+class SlotError(LocalClusterError):
     pass
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from tfjob_localcluster import gomodule
 from tfjob_localcluster.beside import ProcessBeside
 from tfjob_localcluster.binaries import locate, read_versions
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.ports import free_port
 
 MODULE = "volcano.sh/volcano"
@@ -34,7 +35,7 @@ STARTED = "Scheduler completes Initialization and start to run"
 SCHEDULER_NAME = "volcano"
 
 
-class VolcanoError(RuntimeError):
+class VolcanoError(LocalClusterError):
     """The scheduler did not start, or its CRDs were refused."""
 
 
