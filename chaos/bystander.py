@@ -9,7 +9,6 @@ such a cluster.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -54,13 +53,9 @@ class Bystander:
         self.process = kwok.start(self.plane, self.kwok, self.state_dir, KWOK_USER)
         rest = self.plane.rest()
         rest.create_or_replace("/api/v1/nodes", node())
-        deadline = time.monotonic() + READY_SECONDS
-        while not _ready(rest):
-            if not self.process.running():
-                raise BystanderError(f"kwok exited; last lines of its log:\n{self.process.tail()}")
-            if time.monotonic() > deadline:
-                raise BystanderError(f"node {NAME} was not Ready {READY_SECONDS} s after kwok")
-            time.sleep(0.2)
+        self.process.wait_ready(
+            lambda: _ready(rest), READY_SECONDS, BystanderError, what=f"node {NAME} Ready"
+        )
         return self
 
     def __exit__(

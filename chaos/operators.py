@@ -16,7 +16,6 @@ update replaces each candidate by a new one, the new one first.
 from __future__ import annotations
 
 import re
-import time
 import urllib.parse
 from collections import Counter
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from harness.operator_process import (
 from harness.promtext import counters
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.rest import Rest, RestError
+from tfjob_localcluster.waiting import wait_until
 
 #: The namespace of the Lease, as the chart's release namespace.
 LEASE_NAMESPACE = "tfjob-system"
@@ -101,13 +101,18 @@ class Candidates:
     def wait_leader(self, timeout: float = 60, other_than: Candidate | None = None) -> Candidate:
         """The running candidate the Lease names (one other than `other_than`), once there
         is one."""
-        deadline = time.monotonic() + timeout
-        while (found := self.leader()) is None or found is other_than:
-            self.supervise()
-            if time.monotonic() > deadline:
-                raise CandidateError(f"no candidate took the Lease in {timeout:g}s")
-            time.sleep(0.2)
-        return found
+
+        def new_leader() -> Candidate | None:
+            found = self.leader()
+            return None if found is other_than else found
+
+        return wait_until(
+            new_leader,
+            timeout,
+            lambda: CandidateError(f"no candidate took the Lease in {timeout:g}s"),
+            each=self.supervise,
+            interval=0.2,
+        )
 
     def supervise(self) -> None:
         """Starts again a candidate that exited by itself, as the kubelet would."""
@@ -196,15 +201,7 @@ class Candidates:
         self.starts += 1
         if candidate.skew and identity is not None:
             self.skewed_pids.append(identity.pid)
-        deadline = time.monotonic() + READY_SECONDS
-        while not candidate.process.answers():
-            candidate.process.check()
-            if time.monotonic() > deadline:
-                raise CandidateError(
-                    f"{candidate.identity} was not ready in {READY_SECONDS}s; last lines of "
-                    f"its log:\n{candidate.process.process.tail()}"
-                )
-            time.sleep(0.2)
+        candidate.process.wait_answers(READY_SECONDS)
 
     def _collect(self, candidate: Candidate) -> None:
         if candidate.process.process.running():

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import ssl
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -56,13 +55,7 @@ class Toxiproxy(Started):
 
     def start(self) -> None:
         self.process.start()
-        deadline = time.monotonic() + READY_SECONDS
-        while not self._answers():
-            if not self.process.running():
-                raise ProxyError(f"toxiproxy exited; last lines of its log:\n{self.process.tail()}")
-            if time.monotonic() > deadline:
-                raise ProxyError(f"toxiproxy did not answer in {READY_SECONDS} s")
-            time.sleep(0.1)
+        self.process.wait_ready(self._answers, READY_SECONDS, ProxyError, what="its API")
 
     def stop(self) -> None:
         self.process.stop(grace=5)

@@ -131,15 +131,8 @@ class OperatorProcess:
     def wait_answers(self, timeout: float) -> None:
         """Blocks until the ready URL answers 200; raises OperatorError if the operator
         exits first or `timeout` passes."""
-        deadline = time.monotonic() + timeout
-        while not self.answers():
-            self.check()
-            if time.monotonic() > deadline:
-                raise OperatorError(
-                    f"the operator did not answer on {self._fill(self.command.ready_url)} in "
-                    f"{timeout:g}s; last lines of {self.log_path}:\n{self.process.tail(80)}"
-                )
-            time.sleep(0.2)
+        url = self._fill(self.command.ready_url)
+        self.process.wait_ready(self.answers, timeout, OperatorError, what=url or "", interval=0.2)
 
     def answers(self) -> bool:
         """Whether the ready URL answers 200 (True if there is none)."""

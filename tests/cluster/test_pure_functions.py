@@ -31,6 +31,7 @@ from tfjob_localcluster import (
     ports,
     private_run,
     procs,
+    waiting,
 )
 from tfjob_localcluster.binaries import (
     Binaries,
@@ -418,6 +419,37 @@ def test_children_named_finds_a_child_by_its_command_name_until_it_exits() -> No
         child.kill()
         child.wait()
     assert procs.children_named(os.getpid(), "sleep") == []
+
+
+def test_a_wait_returns_what_was_ready_stops_when_told_and_says_what_did_not_happen() -> None:
+    answers = iter([None, 0, "up"])
+    rounds: list[int] = []
+    assert waiting.wait_until(lambda: next(answers), 5, AssertionError, interval=0.01) == "up"
+
+    def stop_at_third() -> None:
+        rounds.append(1)
+        if len(rounds) == 3:
+            raise LocalClusterError("it exited")
+
+    with pytest.raises(LocalClusterError, match="it exited"):
+        waiting.wait_until(lambda: False, 5, AssertionError, each=stop_at_third, interval=0.01)
+    with pytest.raises(TimeoutError, match="nothing came"):
+        waiting.wait_until(lambda: False, 0.05, lambda: TimeoutError("nothing came"))
+
+
+def test_a_wait_on_a_process_ends_when_it_exits_with_the_end_of_its_log(tmp_path: Path) -> None:
+    quits = procs.ManagedProcess("quitter", ["sh", "-c", "echo bye; exit 3"], tmp_path / "q.log")
+    quits.start()
+    with pytest.raises(ValueError, match=r"(?s)quitter exited; last lines of .*q\.log:\n.*bye"):
+        quits.wait_ready(lambda: False, 60, ValueError)
+    sleeps = procs.ManagedProcess("sleeper", ["sleep", "30"], tmp_path / "s.log")
+    sleeps.start()
+    try:
+        with pytest.raises(LocalClusterError, match=r"sleeper was not ready in 0.2s \(its port\)"):
+            sleeps.wait_ready(lambda: False, 0.2, what="its port")
+    finally:
+        sleeps.stop(grace=1)
+    quits.stop()
 
 
 def test_a_failed_tools_output_is_shown_by_its_end() -> None:

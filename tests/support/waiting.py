@@ -8,9 +8,10 @@ and, where the caller can say it, what was there instead.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
+
+from tfjob_localcluster.waiting import wait_until as polled
 
 T = TypeVar("T")
 
@@ -45,14 +46,17 @@ def wait_until(
     interval: float = 0.25,
 ) -> Any:
     """Calls `check` until `until` holds for what it returned (by default: until that is
-    true), and returns that value. Past `timeout` seconds, fails with an AssertionError
-    naming `what`; a function is given the last value, to say what was seen."""
-    deadline = time.monotonic() + timeout
-    while True:
-        seen = check()
-        if until(seen):
-            return seen
-        if time.monotonic() > deadline:
-            described = what(seen) if callable(what) else what
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {described}")
-        time.sleep(interval)
+    true), and returns that. Past `timeout` seconds, fails with an AssertionError
+    naming `what`; a function is given the last value, to say what was seen. The loop is
+    the local cluster's (tfjob_localcluster.waiting)."""
+    seen: list[Any] = []
+
+    def held() -> tuple[Any] | None:
+        seen[:] = [check()]
+        return (seen[0],) if until(seen[0]) else None
+
+    def timed_out() -> AssertionError:
+        described = what(seen[0]) if callable(what) else what
+        return AssertionError(f"timed out after {timeout:g} s waiting for {described}")
+
+    return polled(held, timeout, timed_out, interval=interval)[0]

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.kubectl import run_kubectl
 from tfjob_localcluster.procs import ManagedProcess
 
@@ -17,7 +18,7 @@ class ProcessBeside:
     """Starts, waits for and stops one process; its log is `<name>.log` in `state_dir`."""
 
     #: Raised when the process does not start or kubectl fails.
-    error: ClassVar[type[RuntimeError]] = RuntimeError
+    error: ClassVar[type[LocalClusterError]] = LocalClusterError
 
     def __init__(self, name: str, kubeconfig: Path, kubectl: Path, state_dir: Path) -> None:
         self.name = name
@@ -39,12 +40,9 @@ class ProcessBeside:
         environment = {**os.environ, **env} if env else None
         self.process = ManagedProcess(self.name, list(argv), self.log_path, environment)
         self.process.start()
-        while not ready():
-            if not self.process.running():
-                raise self.error(f"{self.name} exited at start:\n{self.log_tail()}")
-            if time.monotonic() > deadline:
-                raise self.error(f"{self.name} is not ready:\n{self.log_tail()}")
-            time.sleep(0.5)
+        self.process.wait_ready(
+            ready, max(0.0, deadline - time.monotonic()), self.error, interval=0.5
+        )
 
     def stop(self) -> None:
         if self.process is not None:

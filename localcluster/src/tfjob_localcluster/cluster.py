@@ -61,6 +61,7 @@ from tfjob_localcluster.noderuntime import NodeRuntime
 from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity, children_named
 from tfjob_localcluster.rest import RestError
 from tfjob_localcluster.slots import Slot, Slots
+from tfjob_localcluster.waiting import wait_until
 
 DEFAULT_NODE_NAME = "tfjob-local-node"
 DEFAULT_GPUS = 4
@@ -219,14 +220,14 @@ class LocalCluster(Cluster):
             raise ClusterError(f"expected one {name} on the node, found {len(running)}")
         old = running[0]
         os.kill(old.pid, signal.SIGKILL)
-        deadline = time.monotonic() + timeout
-        while [old] == (now := children_named(self.node_init.pid, name)) or not now:
-            if time.monotonic() > deadline:
-                raise ClusterError(
-                    f"the node did not start {name} again within {timeout:.0f}s; see "
-                    f"{self.logs_dir}"
-                )
-            time.sleep(0.1)
+        init = self.node_init.pid
+        wait_until(
+            lambda: (now := children_named(init, name)) != [old] and now,
+            timeout,
+            lambda: ClusterError(
+                f"the node did not start {name} again within {timeout:.0f}s; see {self.logs_dir}"
+            ),
+        )
 
     def lose_node(self, down_seconds: float, timeout: float = 180) -> None:
         """The node dies with everything on it and boots again `down_seconds` later, as a
@@ -244,11 +245,12 @@ class LocalCluster(Cluster):
             raise ClusterError("the cluster's node is not running")
         node.kill()
         self.node_process = self.node_init = self.runtime = None
-        deadline = time.monotonic() + timeout
-        while slot.network.host_link in network.link_names():
-            if time.monotonic() > deadline:
-                raise ClusterError(f"{slot.network.host_link} outlived the node's namespace")
-            time.sleep(0.05)
+        wait_until(
+            lambda: slot.network.host_link not in network.link_names(),
+            timeout,
+            lambda: ClusterError(f"{slot.network.host_link} outlived the node's namespace"),
+            interval=0.05,
+        )
         network.create_node_link(slot.network)
         # A reboot starts with no cgroups: the dead pods' cgroups are host state here, and
         # a kubelet that finds them waits for containers that no runtime knows.

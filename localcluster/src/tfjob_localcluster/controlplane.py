@@ -185,16 +185,9 @@ class ControlPlane(Started):
         # Keep the start order, which stop() reverses.
         self._processes.remove(component.process)
         self._processes[self._processes.index(old)] = component.process
-        deadline = time.monotonic() + timeout
-        while not component.ready():
-            if not component.process.running():
-                raise ControlPlaneError(
-                    f"{name} exited after its restart; last lines of "
-                    f"{component.process.log_path}:\n{component.process.tail()}"
-                )
-            if time.monotonic() > deadline:
-                raise ControlPlaneError(f"{name} not ready {timeout:.0f}s after its restart")
-            time.sleep(0.1)
+        component.process.wait_ready(
+            component.ready, timeout, ControlPlaneError, what="after its restart"
+        )
 
     def compact_etcd(self) -> int:
         """Compacts etcd's history up to its current revision, physically, as the API

@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -179,19 +178,17 @@ class DockerEngine:
             self.directory / "dockerd.log",
         )
         self.process.start()
-        deadline = time.monotonic() + START_TIMEOUT
-        while not answers(self.env):
-            if not self.process.running():
-                raise EngineUnavailableError(
-                    f"dockerd exited; last lines of {self.process.log_path}:\n{self.process.tail()}"
-                )
-            if time.monotonic() > deadline:
-                self.process.stop()
-                raise EngineUnavailableError(
-                    f"dockerd did not answer in {START_TIMEOUT:g}s; last lines of "
-                    f"{self.process.log_path}:\n{self.process.tail()}"
-                )
-            time.sleep(0.5)
+        try:
+            self.process.wait_ready(
+                lambda: answers(self.env),
+                START_TIMEOUT,
+                EngineUnavailableError,
+                what="`docker info`",
+                interval=0.5,
+            )
+        except EngineUnavailableError:
+            self.process.stop()
+            raise
         self._remove_leftovers()
 
     def _remove_leftovers(self) -> None:

@@ -14,7 +14,6 @@ stopped; a node reaches it at the same address through loopback.py.
 
 from __future__ import annotations
 
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -70,16 +69,13 @@ class OciRegistry(Started):
             "registry", [str(binary), "serve", str(config)], self.state_dir / "registry.log"
         )
         self.process.start()
-        deadline = time.monotonic() + START_TIMEOUT
-        while not self.answers():
-            if not self.process.running():
-                raise OciRegistryError(f"the registry exited:\n{self.process.tail()}")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise OciRegistryError(
-                    f"the registry did not answer on {self.address} in {START_TIMEOUT:g}s"
-                )
-            time.sleep(0.1)
+        try:
+            self.process.wait_ready(
+                self.answers, START_TIMEOUT, OciRegistryError, what=f"{self.address}/v2/"
+            )
+        except OciRegistryError:
+            self.stop()
+            raise
         self.say(f"OCI registry on {self.address} (blobs in {self.state_dir / 'data'})")
         return self
 

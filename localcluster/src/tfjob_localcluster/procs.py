@@ -16,13 +16,14 @@ import signal
 import subprocess
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 from tfjob_localcluster.errors import LocalClusterError
+from tfjob_localcluster.waiting import wait_until
 
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -205,6 +206,32 @@ class ManagedProcess:
             raise LocalClusterError(f"{self.name} exited at once; log:\n{tail(self.log_path)}")
         self.identity = identity
         return identity
+
+    def wait_ready(
+        self,
+        ready: Callable[[], object],
+        within: float,
+        error: Callable[[str], Exception] = LocalClusterError,
+        *,
+        what: str = "",
+        interval: float = 0.1,
+    ) -> None:
+        """Blocks until `ready()` is true. Raises `error`, with the end of the log, as soon
+        as the process exits, or when `within` seconds pass (`what`: what it waited for,
+        for the message)."""
+
+        def exited() -> None:
+            if not self.running():
+                raise error(f"{self.name} exited; last lines of {self.log_path}:\n{self.tail()}")
+
+        def timed_out() -> Exception:
+            waited = f" ({what})" if what else ""
+            return error(
+                f"{self.name} was not ready in {within:g}s{waited}; last lines of "
+                f"{self.log_path}:\n{self.tail()}"
+            )
+
+        wait_until(ready, within, timed_out, each=exited, interval=interval)
 
     @property
     def pid(self) -> int | None:
