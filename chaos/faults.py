@@ -77,9 +77,12 @@ class FaultKind(StrEnum):
 
 #: How long the node lifecycle controller waits for a silent node before it finds it
 #: unreachable (--node-monitor-grace-period; Kubernetes' default is 50 s). Above the
-#: longest API server outage the run makes plus a kubelet's lease renewal interval (10 s),
-#: so that only a lost node is ever found unreachable.
-NODE_GRACE_SECONDS: Final = 30
+#: longest API server outage the run makes (8 s down, then up to 15 s before a loaded
+#: machine's API server serves again), the kubelet's back-off between lease tries (at
+#: most 7 s) and its lease renewal interval (10 s), so that only a lost node is ever found
+#: unreachable: with 30 s, a kubelet that had renewed 10 s before an API server restart of
+#: 7 s, which then took 11 s to serve, was found unreachable and its pods evicted.
+NODE_GRACE_SECONDS: Final = 45
 
 
 #: How long each kind keeps its target down (paused, or dead before its restart), seconds;

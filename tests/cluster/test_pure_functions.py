@@ -438,7 +438,9 @@ def test_a_wait_returns_what_was_ready_stops_when_told_and_says_what_did_not_hap
 
 
 def test_a_wait_on_a_process_ends_when_it_exits_with_the_end_of_its_log(tmp_path: Path) -> None:
-    quits = procs.ManagedProcess("quitter", ["sh", "-c", "echo bye; exit 3"], tmp_path / "q.log")
+    quits = procs.ManagedProcess(
+        "quitter", ["sh", "-c", "echo bye; sleep 1; exit 3"], tmp_path / "q.log"
+    )
     quits.start()
     with pytest.raises(ValueError, match=r"(?s)quitter exited; last lines of .*q\.log:\n.*bye"):
         quits.wait_ready(lambda: False, 60, ValueError)
