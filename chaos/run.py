@@ -33,6 +33,7 @@ from tfjob_localcluster import packages
 from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.images import BUSYBOX
 from tfjob_localcluster.rest import Rest, RestError
+from tfjob_localcluster.waiting import wait_until
 from tfjob_operator.api import PLURAL, TFJOB_DEV
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,15 +103,16 @@ def _install(cluster: LocalCluster, rest: Rest) -> None:
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         )
     rbac.grant(rest, GROUP)
-    deadline = time.monotonic() + 60
     paths = (
         f"{TFJOB_DEV.path}/namespaces/{NAMESPACE}/{PLURAL}",
         f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default",
     )
-    while not all(rest.ok(path) for path in paths):
-        if time.monotonic() > deadline:
-            raise ChaosError(f"not served 60 s after install: {' or '.join(paths)}")
-        time.sleep(0.2)
+    wait_until(
+        lambda: all(rest.ok(path) for path in paths),
+        60,
+        lambda: ChaosError(f"not served 60 s after install: {' or '.join(paths)}"),
+        interval=0.2,
+    )
 
 
 def _run(

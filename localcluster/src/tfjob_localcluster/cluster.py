@@ -392,15 +392,13 @@ class LocalCluster(Cluster):
         """The node's init: the child `unshare` forks into the new namespaces."""
         assert process.pid is not None
         children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
-        while time.monotonic() < deadline:
-            if not process.running():
-                break
+
+        def forked() -> ProcessIdentity | None:
             pids = children.read_text().split() if children.exists() else []
-            if pids and (init := ProcessIdentity.of(int(pids[0]))) is not None:
-                return init
-            time.sleep(0.02)
-        raise ClusterError(
-            f"the node did not start; last lines of {process.log_path}:\n{process.tail()}"
+            return ProcessIdentity.of(int(pids[0])) if pids else None
+
+        return process.wait_ready(
+            forked, deadline - time.monotonic(), ClusterError, what="its init", interval=0.02
         )
 
     def _wait_ready(self, deadline: float, since: str) -> None:

@@ -43,6 +43,7 @@ from tfjob_localcluster.engine import DockerCommandError, DockerEngine
 from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.node.files import cni_conflist
 from tfjob_localcluster.node.tunables import KUBELET_TUNABLES
+from tfjob_localcluster.waiting import wait_until
 
 REFERENCE = f"tfjob.dev/kind-node:{read_versions()['KUBERNETES_VERSION']}"
 BASE_REFERENCE = f"tfjob.dev/kind-node-base:{read_versions()['KUBERNETES_VERSION']}"
@@ -215,18 +216,22 @@ def _preload(
     ).strip()  # fmt: skip
     try:
         engine.docker("exec", "--detach", container, "containerd")
-        deadline = time.monotonic() + CONTAINERD_READY_TIMEOUT
-        while True:
+
+        def answers() -> bool:
             try:
                 engine.docker("exec", container, "ctr", "version", timeout=10)
-                break
             except DockerCommandError:
-                if time.monotonic() > deadline:
-                    raise NodeImageError(
-                        f"containerd in the build container did not answer in "
-                        f"{CONTAINERD_READY_TIMEOUT:g}s"
-                    ) from None
-                time.sleep(0.5)
+                return False
+            return True
+
+        wait_until(
+            answers,
+            CONTAINERD_READY_TIMEOUT,
+            lambda: NodeImageError(
+                f"containerd in the build container did not answer in {CONTAINERD_READY_TIMEOUT:g}s"
+            ),
+            interval=0.5,
+        )
         ctr = ("exec", "--interactive", container, "ctr", "--namespace=k8s.io")
         for reference, tar in tars.items():
             say(f"preloading {reference}")

@@ -41,6 +41,7 @@ from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.kubectl import run_kubectl
 from tfjob_localcluster.pki import CertificateAuthority
 from tfjob_localcluster.ports import free_port
+from tfjob_localcluster.waiting import wait_until
 
 MODULE = "sigs.k8s.io/kueue"
 NAMESPACE = "kueue-system"
@@ -240,20 +241,26 @@ class Kueue(ProcessBeside):
             "kind": "ResourceFlavor",
             "metadata": {"name": "webhook-probe"},
         }
-        while True:
+        refusals: list[str] = []
+
+        def answer() -> bool:
             done = run_kubectl(
                 self.kubectl_path,
                 self.kubeconfig,
                 *("create", "--dry-run=server", "-f", "-"),
                 input=json.dumps(probe),
             )
-            if done.returncode == 0:
-                return
-            if time.monotonic() > deadline:
-                raise KueueError(
-                    f"Kueue's webhooks do not answer: {done.stderr}\n{self.log_tail()}"
-                )
-            time.sleep(0.5)
+            refusals[:] = [done.stderr]
+            return done.returncode == 0
+
+        wait_until(
+            answer,
+            deadline - time.monotonic(),
+            lambda: KueueError(
+                f"Kueue's webhooks do not answer: {refusals[-1]}\n{self.log_tail()}"
+            ),
+            interval=0.5,
+        )
 
     def _apply(self, obj: Obj) -> None:
         self.kubectl(

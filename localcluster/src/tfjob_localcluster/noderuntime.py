@@ -17,6 +17,7 @@ from pathlib import Path
 from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.images import ImageStore
 from tfjob_localcluster.node.config import CONTAINERD_SOCKET
+from tfjob_localcluster.waiting import wait_until
 
 NAMESPACE = "k8s.io"
 
@@ -40,17 +41,22 @@ class NodeRuntime:
         return done.stdout
 
     def wait(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
+        failures: list[str] = []
+
+        def answers() -> bool:
             try:
                 self.ctr("version", timeout=5)
-                return
             except (NodeRuntimeError, subprocess.TimeoutExpired) as error:
-                if time.monotonic() > deadline:
-                    raise NodeRuntimeError(
-                        f"containerd did not answer in {timeout:g}s: {error}"
-                    ) from None
-            time.sleep(0.2)
+                failures[:] = [str(error)]
+                return False
+            return True
+
+        wait_until(
+            answers,
+            timeout,
+            lambda: NodeRuntimeError(f"containerd did not answer in {timeout:g}s: {failures[-1]}"),
+            interval=0.2,
+        )
 
     def images(self) -> set[str]:
         return set(self.ctr("images", "list", "--quiet").split())

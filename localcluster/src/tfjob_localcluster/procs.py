@@ -20,10 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Self, TypeVar
 
 from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.waiting import wait_until
+
+T = TypeVar("T")
 
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -209,16 +211,16 @@ class ManagedProcess:
 
     def wait_ready(
         self,
-        ready: Callable[[], object],
+        ready: Callable[[], T | None],
         within: float,
         error: Callable[[str], Exception] = LocalClusterError,
         *,
         what: str = "",
         interval: float = 0.1,
-    ) -> None:
-        """Blocks until `ready()` is true. Raises `error`, with the end of the log, as soon
-        as the process exits, or when `within` seconds pass (`what`: what it waited for,
-        for the message)."""
+    ) -> T:
+        """Blocks until `ready()` is true, and returns what it returned. Raises `error`,
+        with the end of the log, as soon as the process exits, or when `within` seconds
+        pass (`what`: what it waited for, for the message)."""
 
         def exited() -> None:
             if not self.running():
@@ -231,7 +233,7 @@ class ManagedProcess:
                 f"{self.log_path}:\n{self.tail()}"
             )
 
-        wait_until(ready, within, timed_out, each=exited, interval=interval)
+        return wait_until(ready, within, timed_out, each=exited, interval=interval)
 
     @property
     def pid(self) -> int | None:
