@@ -215,15 +215,17 @@ def _start_standby(
     state_dir: Path,
     say: Callable[[str], None],
 ) -> Standby:
-    deadline = time.monotonic() + settings.timeout
-    while (
-        promtext.counters(leader.metrics(), "tfjob_operator_leader").get("tfjob_operator_leader")
-        != 1.0
-    ):
-        leader.check()
-        if time.monotonic() > deadline:
-            raise OperatorRunError("the operator did not take the Lease")
-        time.sleep(0.1)
+    leader.process.wait_ready(
+        lambda: (
+            promtext.counters(leader.metrics(), "tfjob_operator_leader").get(
+                "tfjob_operator_leader"
+            )
+            == 1.0
+        ),
+        settings.timeout,
+        OperatorRunError,
+        what="the Lease taken",
+    )
     process = OperatorProcess(
         _candidate(settings, "standby"),
         cluster.user_kubeconfig(STANDBY_USER),
