@@ -27,14 +27,7 @@ TESTS = Path(__file__).resolve().parent
 #: marks each scenario for its backend); tests/cluster tests the local cluster itself, at
 #: any tier, each module naming its own.
 TIERS = {"unit", "tools", "tensorflow", "integration", "e2e", "kind"}
-FOLDER_TIERS = {
-    "unit": {"unit"},
-    "tools": {"tools"},
-    "trainer": {"tensorflow"},
-    "integration": {"integration"},
-    "e2e": {"e2e", "kind"},
-}
-#: The tier a folder gives a test that has none of FOLDER_TIERS' others.
+#: The tier a folder gives a test that has no other of the folder's tiers (FOLDER_TIERS).
 FOLDER_TIER = {
     "unit": "unit",
     "tools": "tools",
@@ -42,6 +35,9 @@ FOLDER_TIER = {
     "integration": "integration",
     "e2e": "e2e",
 }
+#: The tiers a folder holds: its own, and in tests/e2e the scenarios on kind.
+FOLDER_TIERS = {folder: {tier} for folder, tier in FOLDER_TIER.items()}
+FOLDER_TIERS["e2e"].add("kind")
 
 #: The order the folders run in: the pyramid from its base, so that a failure that needs no
 #: cluster shows within a minute, and the TensorFlow processes of tests/trainer do not share

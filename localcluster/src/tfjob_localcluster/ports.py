@@ -17,11 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-#: Where ports are drawn from: below the NodePort range (30000-32767), and below Linux's
-#: default ephemeral range (32768-60999); a host whose ephemeral range reaches lower
-#: keeps the part of this range outside it.
-DRAWN_FROM: Sequence[int] = range(20000, 30000)
+#: The host's ephemeral range, and Linux's default for a host that does not say.
 EPHEMERAL_RANGE: Final = Path("/proc/sys/net/ipv4/ip_local_port_range")
+DEFAULT_EPHEMERAL: Final = (32768, 60999)
+#: Where ports are drawn from: below the NodePort range (30000-32767) and the default
+#: ephemeral range; a host whose ephemeral range reaches lower keeps the part of this
+#: range outside it.
+DRAWN_FROM: Sequence[int] = range(20000, 30000)
 
 _draw = random.Random()
 _handed_out: set[int] = set()
@@ -73,4 +75,4 @@ def _ephemeral() -> tuple[int, int]:
         low, high = EPHEMERAL_RANGE.read_text().split()
         return int(low), int(high)
     except (OSError, ValueError):
-        return 32768, 60999
+        return DEFAULT_EPHEMERAL
