@@ -40,9 +40,7 @@ class ProcessBeside:
         environment = {**os.environ, **env} if env else None
         self.process = ManagedProcess(self.name, list(argv), self.log_path, environment)
         self.process.start()
-        self.process.wait_ready(
-            ready, max(0.0, deadline - time.monotonic()), self.error, interval=0.5
-        )
+        self.process.wait_ready(ready, deadline - time.monotonic(), self.error, interval=0.5)
 
     def stop(self) -> None:
         if self.process is not None:

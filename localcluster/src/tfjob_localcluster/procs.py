@@ -220,7 +220,9 @@ class ManagedProcess:
     ) -> T:
         """Blocks until `ready()` is true, and returns what it returned. Raises `error`,
         with the end of the log, as soon as the process exits, or when `within` seconds
-        pass (`what`: what it waited for, for the message)."""
+        pass (`what`: what it waited for, for the message); a `within` already spent
+        still gives `ready` one try."""
+        within = max(0.0, within)
 
         def exited() -> None:
             if not self.running():
