@@ -30,7 +30,8 @@ from harness.operator_process import (
     OperatorError,
     check_template,
 )
-from tfjob_localcluster import binaries, statedirs
+from tfjob_localcluster import binaries
+from tfjob_localcluster.host import statedirs
 
 DEFAULT_CRD = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
 DEFAULT_OUTPUT = ROOT / "bench" / "results"

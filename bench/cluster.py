@@ -22,8 +22,8 @@ import yaml
 from harness import audit, kwok
 from tfjob_localcluster import binaries as binaries_module
 from tfjob_localcluster.clusters import Cluster
-from tfjob_localcluster.controlplane import ControlPlane
-from tfjob_localcluster.procs import ManagedProcess
+from tfjob_localcluster.host.procs import ManagedProcess
+from tfjob_localcluster.local.controlplane import ControlPlane
 from tfjob_localcluster.rest import Rest, RestError
 
 NAMESPACE = "tfjob-bench"

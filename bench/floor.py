@@ -35,7 +35,7 @@ from bench.stats import summarize
 from bench.watching import watching
 from harness import audit, promtext
 from harness.apiclient import ApiClient, bounded, reply_message
-from tfjob_localcluster.procs import ManagedProcess
+from tfjob_localcluster.host.procs import ManagedProcess
 
 Obj = dict[str, Any]
 

@@ -44,7 +44,7 @@ from bench.watching import watching
 from harness import audit, promtext
 from harness.apiclient import ApiClient, EventHandler, bounded
 from harness.operator_process import ERROR_LINE, OperatorCommand, OperatorProcess
-from tfjob_localcluster.procs import ProcessIdentity
+from tfjob_localcluster.host.procs import ProcessIdentity
 
 #: After the operator reports ready, before the first TFJob: its startup's tail settles.
 SETTLE_SECONDS = 1.0

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfjob_localcluster.procs import ProcessIdentity
+from tfjob_localcluster.host.procs import ProcessIdentity
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 MIB = 1024 * 1024

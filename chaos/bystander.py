@@ -15,8 +15,8 @@ from typing import Any, Final
 
 from harness import kwok
 from tfjob_localcluster import binaries
-from tfjob_localcluster.cluster import LocalCluster
-from tfjob_localcluster.procs import ManagedProcess
+from tfjob_localcluster.host.procs import ManagedProcess
+from tfjob_localcluster.local.cluster import LocalCluster
 from tfjob_localcluster.rest import Rest, RestError
 
 NAME: Final = f"{kwok.NODE_PREFIX}bystander"

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
-from tfjob_localcluster.packages import LIBFAKETIME
+from tfjob_localcluster.host.packages import LIBFAKETIME
 
 SKEW_SECONDS: Final = 180
 

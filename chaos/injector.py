@@ -12,7 +12,7 @@ from chaos.faults import CONTROL_PLANE, NODE, TAKEOVERS, Fault, FaultKind, Plann
 from chaos.operators import GROUP, Candidate, CandidateError, Candidates
 from chaos.proxies import latency, partition
 from chaos.throttle import throttled
-from tfjob_localcluster.cluster import LocalCluster
+from tfjob_localcluster.local.cluster import LocalCluster
 
 
 class Injector:

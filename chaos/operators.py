@@ -31,7 +31,7 @@ from harness.operator_process import (
     OperatorProcess,
 )
 from harness.promtext import counters
-from tfjob_localcluster.cluster import LocalCluster
+from tfjob_localcluster.local.cluster import LocalCluster
 from tfjob_localcluster.rest import Rest, RestError
 from tfjob_localcluster.waiting import wait_until
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from tfjob_localcluster import binaries
-from tfjob_localcluster.ports import free_port
-from tfjob_localcluster.procs import ManagedProcess, Started
+from tfjob_localcluster.host.ports import free_port
+from tfjob_localcluster.host.procs import ManagedProcess, Started
 from tfjob_localcluster.rest import Rest, RestError
 
 READY_SECONDS: Final = 30

@@ -29,9 +29,9 @@ from chaos.proxies import Toxiproxy
 from chaos.verdict import TERMINAL, Verdict, judge
 from chaos.workload import plan_jobs
 from harness import audit
-from tfjob_localcluster import packages
-from tfjob_localcluster.cluster import LocalCluster
-from tfjob_localcluster.images import BUSYBOX
+from tfjob_localcluster.host import packages
+from tfjob_localcluster.images.catalog import BUSYBOX
+from tfjob_localcluster.local.cluster import LocalCluster
 from tfjob_localcluster.rest import Rest, RestError
 from tfjob_localcluster.waiting import wait_until
 from tfjob_operator.api import PLURAL, TFJOB_DEV

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from tfjob_localcluster.images import BUSYBOX
+from tfjob_localcluster.images.catalog import BUSYBOX
 from tfjob_operator.api import CONTAINER_NAME, KIND, LABEL_GENERATION, TFJOB_DEV
 
 #: Killed by SIGINT (128 + 2): retryable under restartPolicy ExitCode. Not 137, which a

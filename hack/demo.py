@@ -34,12 +34,13 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
-from tfjob_localcluster import chart, diagnose
+from tfjob_localcluster import diagnose
+from tfjob_localcluster.addons import chart
+from tfjob_localcluster.addons.chart import install_operator
 from tfjob_localcluster.binaries import cache_root
-from tfjob_localcluster.chart import install_operator
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.images import PROJECT_IMAGES
-from tfjob_localcluster.kind import KindCluster, unavailable
+from tfjob_localcluster.images.catalog import PROJECT_IMAGES
+from tfjob_localcluster.kind.cluster import KindCluster, unavailable
 from tfjob_operator.client.results import results_in
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from release.manifests import dump as dump_objects  # noqa: E402
 from release.manifests import namespace as namespace_object  # noqa: E402
 from release.manifests import render_chart as render  # noqa: E402
-from tfjob_localcluster.chart import NAMESPACE, RELEASE  # noqa: E402
+from tfjob_localcluster.addons.chart import NAMESPACE, RELEASE  # noqa: E402
 
 CHART = ROOT / "charts" / "tfjob-operator"
 BASE = ROOT / "manifests" / "base"

@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from tfjob_localcluster.controlplane import ControlPlane
-from tfjob_localcluster.procs import ManagedProcess
+from tfjob_localcluster.host.procs import ManagedProcess
+from tfjob_localcluster.local.controlplane import ControlPlane
 
 NODE_ANNOTATION = "kwok.x-k8s.io/node"
 NODE_PREFIX = "kwok-node-"

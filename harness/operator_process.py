@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness import audit
-from tfjob_localcluster.ports import free_port
-from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity
+from tfjob_localcluster.host.ports import free_port
+from tfjob_localcluster.host.procs import ManagedProcess, ProcessIdentity
 
 DEFAULT_COMMAND = (
     "{python} -m tfjob_operator.cli run --kubeconfig {kubeconfig} "

@@ -2,7 +2,7 @@
 
 The Dockerfiles' default base (`ARG BASE`, the official Python image) is pulled for the
 platform where a registry answers (a CI runner); where none does (this project's own
-machine), the equivalent made here by debootstrap is used (tfjob_localcluster.baseimage;
+machine), the equivalent made here by debootstrap is used (tfjob_localcluster.images.base;
 another architecture's is made under emulation). Either way the base is handed to the
 build by its image ID: one name cannot hold two platforms' images in local storage, and
 the build stage takes this machine's platform's base while the final stage takes the
@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from release.buildah import Buildah, BuildahError
-from tfjob_localcluster import baseimage
 from tfjob_localcluster.binaries import cache_root
+from tfjob_localcluster.images import base as baseimage
 
 PULL_TIMEOUT = 300
 

@@ -25,9 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tfjob_localcluster import packages, private_run
 from tfjob_localcluster.binaries import cache_root
-from tfjob_localcluster.procs import failure_excerpt
+from tfjob_localcluster.host import packages, private_run
+from tfjob_localcluster.host.procs import failure_excerpt
 
 RUNROOT = "/run/containers/storage"
 #: Left unwritable, so that buildah keeps its blob cache in memory (see the docstring).

@@ -16,8 +16,8 @@ from pathlib import Path
 import yaml
 
 from release.plan import Plan
+from tfjob_localcluster.addons.chart import helm, run_helm
 from tfjob_localcluster.binaries import cache_root
-from tfjob_localcluster.chart import helm, run_helm
 
 #: The lines of values.yaml's `image:` block that a release sets.
 PINNED = ("registry", "digest")

@@ -2,7 +2,7 @@
 as one index.
 
 The check runs the image's own program on its own architecture: natively, or under
-emulation for another (tfjob_localcluster.emulation): the operator prints its version,
+emulation for another (tfjob_localcluster.images.emulation): the operator prints its version,
 the trainer imports TensorFlow and tf-keras and prints TensorFlow's version with the
 machine it runs on. An image that was built but cannot start is never pushed.
 """
@@ -18,9 +18,10 @@ from pathlib import Path
 from release.bases import Bases
 from release.buildah import Buildah, BuildahError
 from release.plan import Image, Plan
-from tfjob_localcluster import emulation, packages
-from tfjob_localcluster.platforms import host_architecture, platform_args
-from tfjob_localcluster.procs import failure_excerpt
+from tfjob_localcluster.host import packages
+from tfjob_localcluster.host.procs import failure_excerpt
+from tfjob_localcluster.images import emulation
+from tfjob_localcluster.images.platforms import host_architecture, platform_args
 from tfjob_operator import published
 
 CHECK_TIMEOUT = 600

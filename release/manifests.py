@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from tfjob_localcluster.chart import NAMESPACE, RELEASE, helm
+from tfjob_localcluster.addons.chart import NAMESPACE, RELEASE, helm
 
 CRD = "CustomResourceDefinition"
 

@@ -14,7 +14,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from tfjob_localcluster.procs import failure_excerpt
+from tfjob_localcluster.host.procs import failure_excerpt
 
 PACKAGE_DIR = "operator"
 #: The line in which uv names the wheel it built.

@@ -1,16 +1,16 @@
 # A kind node image for the pinned Kubernetes, assembled where kind's own node-image
-# build cannot run (it pulls its base and most images from registries). kindnode.py
+# build cannot run (it pulls its base and most images from registries). kind/nodeimage.py
 # stages the context and, after this build, preloads the images kubeadm runs into the
 # node's containerd and sets the entrypoint, as kind's build does.
 #
-# The context (staged by kindnode.py):
+# The context (staged by kind/nodeimage.py):
 #   kind-base/  the files of kind's base image, read from the sigs.k8s.io/kind module
 #   bin/        kubelet, kubeadm, kubectl from hack/build-binaries.sh
 #   tfjob/      localcluster/kind/node: this project's node setup, its unit, the default CNI
 #   runc-without-sys-resource  localcluster/runtime's runtime wrapper
 ARG BASE=python:3.11.14-slim-bookworm
 FROM ${BASE}
-# The sandbox image the node's containerd runs (images.py's PAUSE), and the version kind
+# The sandbox image the node's containerd runs (images/catalog.py's PAUSE), and the version kind
 # reads from /kind/version.
 ARG PAUSE
 ARG KUBERNETES_VERSION

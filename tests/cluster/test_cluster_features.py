@@ -16,7 +16,7 @@ from support.pods import (
 )
 from support.waiting import wait_until
 
-from tfjob_localcluster.images import TRAINER
+from tfjob_localcluster.images.catalog import TRAINER
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tfjob_localcluster import engine, packages
-from tfjob_localcluster.images import BUSYBOX, ImageStore
+from tfjob_localcluster.host import packages
+from tfjob_localcluster.images import engine
+from tfjob_localcluster.images.catalog import BUSYBOX, ImageStore
 
 pytestmark = pytest.mark.kind
 

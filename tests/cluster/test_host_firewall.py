@@ -19,7 +19,7 @@ import pytest
 from support.cluster import Kubectl
 from support.pods import PEER_PROGRAM, Pods, headless_service, pod_manifest
 
-from tfjob_localcluster.images import TRAINER
+from tfjob_localcluster.images.catalog import TRAINER
 
 pytestmark = pytest.mark.integration
 

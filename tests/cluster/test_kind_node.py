@@ -1,5 +1,5 @@
 """The kind node image's pure pieces: which images it preloads, its default CNI and storage
-manifests, the component images' inputs, and how containerd and `docker save` name images."""
+manifests, the component images' inputs, and how containerd and `docker save` name catalog."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tfjob_localcluster import addons, checkout, images, kindnode
+from tfjob_localcluster import checkout
+from tfjob_localcluster.images import catalog
+from tfjob_localcluster.kind import nodeimage
+from tfjob_localcluster.local import bootstrap
 
 # `kubeadm config images list --kubernetes-version v1.34.4`.
 KUBEADM_V1_34 = [
@@ -28,47 +31,47 @@ KUBEADM_V1_34 = [
 
 @pytest.mark.unit
 def test_the_node_preloads_what_kubeadm_runs_the_cni_image_and_the_provisioner() -> None:
-    preloaded = kindnode.preloaded_images(KUBEADM_V1_34)
-    assert preloaded == [*KUBEADM_V1_34, kindnode.CNI_IMAGE, images.LOCAL_PATH_PROVISIONER]
-    assert all(images.spec_of(reference) for reference in preloaded)
+    preloaded = nodeimage.preloaded_images(KUBEADM_V1_34)
+    assert preloaded == [*KUBEADM_V1_34, nodeimage.CNI_IMAGE, catalog.LOCAL_PATH_PROVISIONER]
+    assert all(catalog.spec_of(reference) for reference in preloaded)
 
 
 @pytest.mark.unit
 def test_kind_applies_a_default_storage_class_whose_provisioner_and_helper_are_preloaded() -> None:
-    documents = list(yaml.safe_load_all(kindnode.default_storage_manifest()))
+    documents = list(yaml.safe_load_all(nodeimage.default_storage_manifest()))
     by_kind = {d["kind"]: d for d in documents}
     storage_class = by_kind["StorageClass"]
     annotations = storage_class["metadata"]["annotations"]
     assert annotations["storageclass.kubernetes.io/is-default-class"] == "true"
-    assert storage_class["provisioner"] == addons.LOCAL_PATH_NAME
+    assert storage_class["provisioner"] == bootstrap.LOCAL_PATH_NAME
     assert storage_class["volumeBindingMode"] == "WaitForFirstConsumer"
     container = by_kind["Deployment"]["spec"]["template"]["spec"]["containers"][0]
     helper = yaml.safe_load(by_kind["ConfigMap"]["data"]["helperPod.yaml"])
-    preloaded = kindnode.preloaded_images(KUBEADM_V1_34)
+    preloaded = nodeimage.preloaded_images(KUBEADM_V1_34)
     assert container["image"] in preloaded
     assert helper["spec"]["containers"][0]["image"] in preloaded
     paths = json.loads(by_kind["ConfigMap"]["data"]["config.json"])["nodePathMap"]
     assert paths == [
-        {"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [addons.LOCAL_PATH_ROOT]}
+        {"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [bootstrap.LOCAL_PATH_ROOT]}
     ]
 
 
 @pytest.mark.unit
 def test_an_image_kubeadm_runs_that_is_not_built_here_is_named() -> None:
     moved = [*KUBEADM_V1_34[:-1], "registry.k8s.io/etcd:3.7.0-0"]
-    with pytest.raises(kindnode.NodeImageError, match=r"etcd:3\.7\.0-0.*ETCD_VERSION"):
-        kindnode.preloaded_images(moved)
+    with pytest.raises(nodeimage.NodeImageError, match=r"etcd:3\.7\.0-0.*ETCD_VERSION"):
+        nodeimage.preloaded_images(moved)
 
 
 @pytest.mark.integration
 def test_the_pinned_kubeadm_runs_only_images_built_here() -> None:
-    kindnode.preloaded_images(kindnode.kubeadm_images())
+    nodeimage.preloaded_images(nodeimage.kubeadm_images())
 
 
 def applied_cni(pod_subnet: str) -> dict[str, Any]:
     """The default CNI manifest as kind applies it: the pod subnet filled in."""
-    manifest = kindnode.default_cni_manifest()
-    assert kindnode.KIND_TEMPLATE_MARKER in manifest
+    manifest = nodeimage.default_cni_manifest()
+    assert nodeimage.KIND_TEMPLATE_MARKER in manifest
     document: dict[str, Any] = yaml.safe_load(manifest.replace("{{ .PodSubnet }}", pod_subnet))
     return document
 
@@ -81,7 +84,7 @@ def test_the_default_cni_writes_a_bridge_over_the_clusters_pod_subnet() -> None:
     assert pod["hostNetwork"] is True, "it runs before the pod network exists"
     assert pod["tolerations"] == [{"operator": "Exists"}]
     (container,) = pod["containers"]
-    assert container["image"] == kindnode.CNI_IMAGE
+    assert container["image"] == nodeimage.CNI_IMAGE
     conflist = json.loads(next(e["value"] for e in container["env"] if e["name"] == "CONFLIST"))
     bridge, portmap = conflist["plugins"]
     assert bridge["type"] == "bridge"
@@ -96,17 +99,17 @@ def test_component_images_are_digested_by_their_binary(tmp_path: Path) -> None:
         (tmp_path / name).write_bytes(name.encode())
     dockerfile = checkout.IMAGES / "static-binary.Dockerfile"
 
-    def spec(binary: str) -> images.ImageSpec:
-        return images.ImageSpec(f"x/{binary}:1", dockerfile, tmp_path, (("BINARY", binary),))
+    def spec(binary: str) -> catalog.ImageSpec:
+        return catalog.ImageSpec(f"x/{binary}:1", dockerfile, tmp_path, (("BINARY", binary),))
 
-    assert images.copy_sources(dockerfile, (("BINARY", "kube-apiserver"),)) == ["kube-apiserver"]
-    assert images.context_files(spec("kube-scheduler")) == [tmp_path / "kube-scheduler"]
-    assert images.digest(spec("kube-apiserver"), "none") != images.digest(
+    assert catalog.copy_sources(dockerfile, (("BINARY", "kube-apiserver"),)) == ["kube-apiserver"]
+    assert catalog.context_files(spec("kube-scheduler")) == [tmp_path / "kube-scheduler"]
+    assert catalog.digest(spec("kube-apiserver"), "none") != catalog.digest(
         spec("kube-scheduler"), "none"
     )
-    before = images.digest(spec("kube-apiserver"), "none")
+    before = catalog.digest(spec("kube-apiserver"), "none")
     (tmp_path / "kube-apiserver").write_bytes(b"rebuilt")
-    assert images.digest(spec("kube-apiserver"), "none") != before
+    assert catalog.digest(spec("kube-apiserver"), "none") != before
 
 
 @pytest.mark.unit
@@ -121,7 +124,7 @@ def test_component_images_are_digested_by_their_binary(tmp_path: Path) -> None:
     ],
 )
 def test_containerd_names_images_fully_qualified(docker: str, containerd: str) -> None:
-    assert kindnode._containerd_name(docker) == containerd
+    assert nodeimage._containerd_name(docker) == containerd
 
 
 def saved(tmp_path: Path, config: str) -> Path:
@@ -139,4 +142,4 @@ def saved(tmp_path: Path, config: str) -> Path:
 @pytest.mark.parametrize("config", ["ab12.json", "blobs/sha256/ab12"])
 def test_a_saved_images_id_is_read_from_its_manifest(tmp_path: Path, config: str) -> None:
     """Docker 20.10 names the config `<id>.json`; Docker 25 and later save OCI layouts."""
-    assert images._tar_image_id(saved(tmp_path, config)) == "sha256:ab12"
+    assert catalog._tar_image_id(saved(tmp_path, config)) == "sha256:ab12"

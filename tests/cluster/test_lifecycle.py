@@ -1,5 +1,5 @@
 """Starting and stopping clusters: the CLI, two clusters at once, no orphans after SIGKILL,
-and the host exactly as it was afterwards (hoststate.py)."""
+and the host exactly as it was afterwards (host/state.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ import pytest
 from support.cluster import Kubectl
 from support.waiting import wait_until
 
-from tfjob_localcluster import binaries, hoststate, network
-from tfjob_localcluster.cluster import LocalCluster
-from tfjob_localcluster.images import BUSYBOX
-from tfjob_localcluster.procs import ProcessIdentity, process_table
-from tfjob_localcluster.slots import Slot, Slots
+from tfjob_localcluster import binaries
+from tfjob_localcluster.host import network
+from tfjob_localcluster.host import state as hoststate
+from tfjob_localcluster.host.procs import ProcessIdentity, process_table
+from tfjob_localcluster.host.slots import Slot, Slots
+from tfjob_localcluster.images.catalog import BUSYBOX
+from tfjob_localcluster.local.cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,8 @@ from support.pods import Pods, container, container_status, pod_manifest
 from support.tfjobs import condition, find_condition
 from support.waiting import wait_until
 
-from tfjob_localcluster.cluster import LocalCluster
-from tfjob_localcluster.images import TRAINER
+from tfjob_localcluster.images.catalog import TRAINER
+from tfjob_localcluster.local.cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 

@@ -19,20 +19,8 @@ from support.cluster import namespace_name
 from support.waiting import wait_until
 
 import tfjob_localcluster
-from tfjob_localcluster import (
-    addons,
-    capabilities,
-    cgroups,
-    checkout,
-    hoststate,
-    images,
-    kueue,
-    network,
-    ports,
-    private_run,
-    procs,
-    waiting,
-)
+from tfjob_localcluster import checkout, waiting
+from tfjob_localcluster.addons import kueue
 from tfjob_localcluster.binaries import (
     Binaries,
     MissingBinaryError,
@@ -45,9 +33,13 @@ from tfjob_localcluster.binaries import (
 )
 from tfjob_localcluster.checkout import ROOT
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.node import files, tunables
-from tfjob_localcluster.node.config import NodeConfig
-from tfjob_localcluster.node.mounts import inside, outermost
+from tfjob_localcluster.host import capabilities, cgroups, network, ports, private_run, procs
+from tfjob_localcluster.host import state as hoststate
+from tfjob_localcluster.images import catalog
+from tfjob_localcluster.local import bootstrap
+from tfjob_localcluster.local.node import files, tunables
+from tfjob_localcluster.local.node.config import NodeConfig
+from tfjob_localcluster.local.node.mounts import inside, outermost
 
 pytestmark = pytest.mark.unit
 
@@ -73,7 +65,7 @@ def node_config(**changes: object) -> NodeConfig:
         "kube_proxy": "/cache/kube-proxy",
         "gpu_device_plugin": "/cache/gpu-device-plugin",
         "gpu_count": 4,
-        "sandbox_image": images.PAUSE,
+        "sandbox_image": catalog.PAUSE,
         "runtime_binary": "runc",
         "keep_visible": ["/state"],
     }
@@ -139,7 +131,7 @@ def test_the_tools_table_names_each_tools_version_and_binaries() -> None:
 def test_containerd_serves_cri_with_cni_and_only_the_needed_runtime_wrapper() -> None:
     plain = files.containerd_config(node_config())
     cri = plain["plugins"]["io.containerd.grpc.v1.cri"]
-    assert cri["sandbox_image"] == images.PAUSE
+    assert cri["sandbox_image"] == catalog.PAUSE
     assert cri["cni"] == {"bin_dir": "/usr/lib/cni", "conf_dir": "/state/node/cni"}
     runc = cri["containerd"]["runtimes"]["runc"]
     assert runc["options"] == {"SystemdCgroup": False}
@@ -229,18 +221,18 @@ def test_the_runtime_workaround_is_chosen_from_the_bounding_set() -> None:
 
 
 def test_image_digests_follow_the_dockerfile_its_copied_files_and_the_base() -> None:
-    operator = images.spec_of(images.OPERATOR)
-    assert images.default_base(operator.dockerfile).startswith("python:3.11")
+    operator = catalog.spec_of(catalog.OPERATOR)
+    assert catalog.default_base(operator.dockerfile).startswith("python:3.11")
     assert operator.uses_base
-    assert not images.spec_of(images.PAUSE).uses_base
-    sources = images.copy_sources(operator.dockerfile)
+    assert not catalog.spec_of(catalog.PAUSE).uses_base
+    sources = catalog.copy_sources(operator.dockerfile)
     assert "operator/src" in sources
     assert all(not s.startswith("/opt") for s in sources), "COPY --from lines are not inputs"
-    inputs = images.context_files(operator)
+    inputs = catalog.context_files(operator)
     assert ROOT / "operator" / "src" / "tfjob_operator" / "decide.py" in inputs
     assert ROOT / "trainer" / "src" / "tfjob_trainer" / "cli.py" not in inputs
-    assert images.digest(operator, "base-a") != images.digest(operator, "base-b")
-    assert images.digest(operator, "base-a") == images.digest(operator, "base-a")
+    assert catalog.digest(operator, "base-a") != catalog.digest(operator, "base-b")
+    assert catalog.digest(operator, "base-a") == catalog.digest(operator, "base-a")
 
 
 def test_a_slot_fixes_addresses_and_names_that_fit_interface_limits() -> None:
@@ -259,12 +251,12 @@ def test_a_slot_fixes_addresses_and_names_that_fit_interface_limits() -> None:
 
 def test_coredns_answers_cluster_names_at_the_kube_dns_address() -> None:
     objects = dict(
-        (obj["kind"], obj) for _, obj in addons.coredns(images.COREDNS, "10.96.0.10", "c.local")
+        (obj["kind"], obj) for _, obj in bootstrap.coredns(catalog.COREDNS, "10.96.0.10", "c.local")
     )
     assert objects["Service"]["spec"]["clusterIP"] == "10.96.0.10"
     assert "kubernetes c.local in-addr.arpa" in objects["ConfigMap"]["data"]["Corefile"]
     (container,) = objects["Deployment"]["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == images.COREDNS
+    assert container["image"] == catalog.COREDNS
 
 
 def test_ports_handed_out_are_free_distinct_and_outside_the_kernels_ephemeral_range(
@@ -390,7 +382,7 @@ def test_kueue_runs_without_certificate_management_and_both_tfjob_routes() -> No
 def test_a_private_run_command_enters_a_mount_namespace_then_this_module() -> None:
     plain = private_run.command(["dockerd", "--data-root=/d"])
     assert plain[:3] == ["unshare", "--mount", "--propagation=private"]
-    assert plain[4:] == ["-m", "tfjob_localcluster.private_run", "dockerd", "--data-root=/d"]
+    assert plain[4:] == ["-m", "tfjob_localcluster.host.private_run", "dockerd", "--data-root=/d"]
     overlaid = private_run.command(["kueue"], Path("/state/etc"))
     assert overlaid[-2:] == ["--etc-upper=/state/etc", "kueue"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tfjob_localcluster import statedirs
+from tfjob_localcluster.host import statedirs
 
 pytestmark = pytest.mark.unit
 
@@ -27,7 +27,7 @@ def run_in_another_process(body: str) -> subprocess.Popen[str]:
     code = "\n".join(
         [
             "import sys",
-            "from tfjob_localcluster import statedirs",
+            "from tfjob_localcluster.host import statedirs",
             body,
             "print(directory, flush=True)",
             "sys.stdin.read()",
@@ -36,6 +36,15 @@ def run_in_another_process(body: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
+
+
+def state_dir_printed(run: subprocess.Popen[str]) -> Path:
+    """The state dir a run printed; a run that died first fails the test here, before a
+    relative path of nothing could point the test into its working directory."""
+    assert run.stdout is not None
+    line = run.stdout.readline().strip()
+    assert line, f"the run exited with {run.wait()} before printing its state dir"
+    return Path(line)
 
 
 def with_image_stores(directory: Path) -> None:
@@ -49,10 +58,8 @@ def with_image_stores(directory: Path) -> None:
 def test_a_killed_runs_directory_goes_a_live_runs_stays(cache: Path) -> None:
     live = run_in_another_process('directory = statedirs.new_state_dir("runs", "session-")')
     killed = run_in_another_process('directory = statedirs.new_state_dir("runs", "session-")')
-    assert live.stdout is not None
-    assert killed.stdout is not None
-    live_dir = Path(live.stdout.readline().strip())
-    killed_dir = Path(killed.stdout.readline().strip())
+    live_dir = state_dir_printed(live)
+    killed_dir = state_dir_printed(killed)
     with_image_stores(killed_dir)
     killed.kill()
     killed.wait()
@@ -76,8 +83,7 @@ def test_a_failed_runs_directory_keeps_its_logs_not_its_images(cache: Path) -> N
         "(directory / 'cluster/logs/kubelet.log').write_text('the diagnosis')\n"
         "statedirs.keep(directory)"
     )
-    assert failed.stdout is not None
-    kept = Path(failed.stdout.readline().strip())
+    kept = state_dir_printed(failed)
     failed.communicate("")
     assert (kept / "cluster/logs/kubelet.log").read_text() == "the diagnosis"
     assert not (kept / "cluster/node/var-lib/containerd").exists()

@@ -18,7 +18,7 @@ from support.backends import RELEASE_NAMESPACE, SCENARIO_KEY, Backend
 from support.tfjobs import TFJobs
 from support.waiting import wait_until
 
-from tfjob_localcluster.chart import SELECTOR
+from tfjob_localcluster.addons.chart import SELECTOR
 from tfjob_localcluster.diagnose import describe_pods
 
 #: The section of the pytest output (support/summary.py) with each scenario's wall time.

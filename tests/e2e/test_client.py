@@ -23,7 +23,7 @@ from support.checkout import ROOT
 from support.examples import example, set_args
 from support.tfjobs import TFJobs
 
-from tfjob_localcluster.images import TRAINER
+from tfjob_localcluster.images.catalog import TRAINER
 from tfjob_operator.client import ApiError, LogLine, TFJobClient
 from tfjob_operator.client.commands import ExitCode
 

@@ -23,8 +23,8 @@ from support.cluster import Kubectl
 from support.fixtures import stop_session_operator
 from support.tfjobs import TFJobs, condition
 
+from tfjob_localcluster.addons.chart import RELEASE, install_operator, run_helm
 from tfjob_localcluster.binaries import read_versions
-from tfjob_localcluster.chart import RELEASE, install_operator, run_helm
 from tfjob_localcluster.checkout import CHART
 from tfjob_localcluster.gomodule import module_dir
 

@@ -38,13 +38,13 @@ from support.tfjobs import PodCreations, TFJobs, condition, find_condition
 from support.waiting import wait_until
 
 from release.wheel import digest as wheel_digest
+from tfjob_localcluster.addons.chart import NAMESPACE, RELEASE, helm, wait_available
 from tfjob_localcluster.binaries import locate, parse_versions
-from tfjob_localcluster.chart import NAMESPACE, RELEASE, helm, wait_available
-from tfjob_localcluster.cluster import LocalCluster
-from tfjob_localcluster.images import BUSYBOX
-from tfjob_localcluster.kind import KindCluster
-from tfjob_localcluster.ociregistry import OciRegistry
-from tfjob_localcluster.platforms import host_architecture
+from tfjob_localcluster.images.catalog import BUSYBOX
+from tfjob_localcluster.images.platforms import host_architecture
+from tfjob_localcluster.images.registry import OciRegistry
+from tfjob_localcluster.kind.cluster import KindCluster
+from tfjob_localcluster.local.cluster import LocalCluster
 from tfjob_operator import published
 from tfjob_operator.client.results import results_in
 

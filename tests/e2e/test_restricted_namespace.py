@@ -27,7 +27,7 @@ from support.backends import RELEASE_NAMESPACE, Backend
 from support.cluster import Kubectl, create_namespace
 from support.waiting import wait_until
 
-from tfjob_localcluster.images import TRAINER
+from tfjob_localcluster.images.catalog import TRAINER
 from tfjob_operator.client import TFJobClient
 from tfjob_operator.errors import ApiError
 

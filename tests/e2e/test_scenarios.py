@@ -20,7 +20,7 @@ from support.tfjobs import PodCreations, TFJobs, condition, find_condition
 from support.waiting import wait_until
 
 from tfjob_localcluster.diagnose import describe_pods
-from tfjob_localcluster.images import TRAINER
+from tfjob_localcluster.images.catalog import TRAINER
 from tfjob_operator.client.results import results_in
 
 TRAINING_TIMEOUT = 420

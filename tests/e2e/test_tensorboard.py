@@ -27,7 +27,7 @@ from support.examples import example, set_args
 from support.tfjobs import TFJobs
 from support.waiting import wait_until
 
-from tfjob_localcluster.images import TRAINER
+from tfjob_localcluster.images.catalog import TRAINER
 from tfjob_operator.client import TFJobClient
 
 NAME = "mnist-tb"

@@ -2,7 +2,7 @@
 
 scheduler-plugins' Coscheduling scheduler (SCHEDULER_PLUGINS_VERSION) and Volcano's
 vc-scheduler (VOLCANO_VERSION), each built from its Go module, run beside the default
-scheduler (tfjob_localcluster.coscheduling, tfjob_localcluster.volcano) with their own
+scheduler (tfjob_localcluster.addons.coscheduling, tfjob_localcluster.addons.volcano) with their own
 CRDs. The session's operator gang-schedules the jobs whose templates name either.
 """
 
@@ -20,9 +20,9 @@ from support.cluster import Kubectl
 from support.tfjobs import TFJobs, condition, find_condition
 from support.waiting import wait_until
 
-from tfjob_localcluster.cluster import LocalCluster
-from tfjob_localcluster.coscheduling import SCHEDULER_NAME
-from tfjob_localcluster.volcano import Volcano
+from tfjob_localcluster.addons.coscheduling import SCHEDULER_NAME
+from tfjob_localcluster.addons.volcano import Volcano
+from tfjob_localcluster.local.cluster import LocalCluster
 
 #: Runs until the test creates /done in the container.
 UNTIL_TOLD = "until [ -e /done ]; do sleep 0.2; done"

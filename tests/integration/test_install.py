@@ -26,7 +26,7 @@ from support.scrape import scrape
 from support.tfjobs import TFJobs
 from support.waiting import wait_until
 
-from tfjob_localcluster.chart import (
+from tfjob_localcluster.addons.chart import (
     RELEASE,
     InstallError,
     default_values,
@@ -34,7 +34,7 @@ from tfjob_localcluster.chart import (
     run_helm,
 )
 from tfjob_localcluster.checkout import CHART
-from tfjob_localcluster.images import OPERATOR
+from tfjob_localcluster.images.catalog import OPERATOR
 from tfjob_operator.client.forward import PortForward
 from tfjob_operator.client.rest import Rest
 from tfjob_operator.connection import load_connection

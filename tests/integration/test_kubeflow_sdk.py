@@ -28,7 +28,7 @@ from support.builders import SHELL_IMAGE
 from support.waiting import wait_until
 
 from harness.operator_process import OperatorProcess
-from tfjob_localcluster.coscheduling import SCHEDULER_NAME as SCHEDULER_PLUGINS
+from tfjob_localcluster.addons.coscheduling import SCHEDULER_NAME as SCHEDULER_PLUGINS
 
 #: Each replica prints a line naming itself, then worker 0 (the master without a chief)
 #: succeeds while the others wait to be cleaned up.

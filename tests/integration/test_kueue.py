@@ -40,8 +40,8 @@ from support.kueue import (
 from support.tfjobs import TFJobs, condition
 
 from harness.operator_process import OperatorProcess
-from tfjob_localcluster.cluster import LocalCluster
-from tfjob_localcluster.kueue import Kueue
+from tfjob_localcluster.addons.kueue import Kueue
+from tfjob_localcluster.local.cluster import LocalCluster
 
 #: The node labels of the topology the TAS test's flavor places pods in.
 BLOCK_LABEL = "tfjob.dev/test-block"

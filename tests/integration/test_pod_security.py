@@ -20,7 +20,7 @@ import yaml
 from support.checkout import ROOT
 from support.cluster import create_namespace
 
-from tfjob_localcluster.chart import RELEASE, run_helm
+from tfjob_localcluster.addons.chart import RELEASE, run_helm
 from tfjob_localcluster.checkout import CHART
 from tfjob_operator import scaffold
 from tfjob_operator.api import JobRef

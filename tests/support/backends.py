@@ -10,7 +10,7 @@ chart installs the operator, which runs as a pod from its image, as users run it
 
 - local: the session's local cluster (tfjob_localcluster), the images imported into its
   containerd; containers are killed through that containerd.
-- kind: the session's kind cluster (tfjob_localcluster.kind: the project's Docker
+- kind: the session's kind cluster (tfjob_localcluster.kind.cluster: the project's Docker
   engine and node image where the machine has neither), the images loaded from their
   tars with `kind load image-archive`; containers are killed through the node's
   containerd. The cluster is deleted at the session's end, and the host must then be as
@@ -30,19 +30,20 @@ from kubernetes import client, config
 
 from support.cluster import Kubectl
 from support.fixtures import stop_session_operator
-from tfjob_localcluster import hoststate, kind
-from tfjob_localcluster.chart import (
+from tfjob_localcluster.addons.chart import (
     RELEASE,
     SELECTOR,
     default_values,
     install_operator,
     run_helm,
 )
-from tfjob_localcluster.cluster import LocalCluster
 from tfjob_localcluster.clusters import Cluster
-from tfjob_localcluster.images import PROJECT_IMAGES
-from tfjob_localcluster.kind import KindCluster
-from tfjob_localcluster.ociregistry import OciRegistry
+from tfjob_localcluster.host import state as hoststate
+from tfjob_localcluster.images.catalog import PROJECT_IMAGES
+from tfjob_localcluster.images.registry import OciRegistry
+from tfjob_localcluster.kind import cluster as kind
+from tfjob_localcluster.kind.cluster import KindCluster
+from tfjob_localcluster.local.cluster import LocalCluster
 
 BACKENDS = ("local", "kind")
 #: The markers of the scenarios that run on the local cluster by default (pyproject.toml).

@@ -23,7 +23,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from support.checkout import ROOT
 from support.waiting import wait_until
-from tfjob_localcluster import packages
+from tfjob_localcluster.host import packages
 
 ARTIFACTS = ROOT / "test-artifacts"
 T = TypeVar("T")

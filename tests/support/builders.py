@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from tfjob_localcluster.images import BUSYBOX
+from tfjob_localcluster.images.catalog import BUSYBOX
 from tfjob_operator.api import JobRef
 from tfjob_operator.decide import JobView
 from tfjob_operator.observe import (

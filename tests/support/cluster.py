@@ -34,9 +34,9 @@ import pytest
 
 from support import summary
 from support.waiting import wait_until
-from tfjob_localcluster import statedirs
-from tfjob_localcluster.cluster import LocalCluster
-from tfjob_localcluster.images import BUSYBOX, PROJECT_IMAGES
+from tfjob_localcluster.host import statedirs
+from tfjob_localcluster.images.catalog import BUSYBOX, PROJECT_IMAGES
+from tfjob_localcluster.local.cluster import LocalCluster
 
 log = logging.getLogger("tfjob_localcluster")
 

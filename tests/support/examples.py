@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from support.checkout import ROOT
-from tfjob_localcluster.images import TRAINER
+from tfjob_localcluster.images.catalog import TRAINER
 from tfjob_operator import published
 
 

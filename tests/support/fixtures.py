@@ -16,10 +16,10 @@ from support.checkout import ROOT
 from support.cluster import Kubectl
 from support.tfjobs import TFJobs
 from support.waiting import wait_until
-from tfjob_localcluster.cluster import LocalCluster
-from tfjob_localcluster.coscheduling import Coscheduling
-from tfjob_localcluster.ociregistry import OciRegistry
-from tfjob_localcluster.volcano import Volcano
+from tfjob_localcluster.addons.coscheduling import Coscheduling
+from tfjob_localcluster.addons.volcano import Volcano
+from tfjob_localcluster.images.registry import OciRegistry
+from tfjob_localcluster.local.cluster import LocalCluster
 
 CRD = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
 KUBEFLOW_CRD = ROOT / "charts" / "tfjob-operator" / "files" / "tfjobs.kubeflow.org.yaml"
@@ -31,7 +31,7 @@ INVALID_POD_GRACE_SECONDS = 10
 
 @pytest.fixture(scope="session")
 def oci_registry(cluster_state_root: Path) -> Iterator[OciRegistry]:
-    """A registry on the host's loopback for the session (ociregistry.py): the release's
+    """A registry on the host's loopback for the session (images/registry.py): the release's
     tests push to it, and clusters set up for it pull from it."""
     with OciRegistry(cluster_state_root / "registry", say=lambda _message: None) as registry:
         yield registry

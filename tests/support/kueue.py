@@ -18,8 +18,8 @@ import pytest
 from harness.operator_process import OperatorProcess
 from support.builders import shell_replica, tfjob
 from support.tfjobs import TFJobs, find_condition
-from tfjob_localcluster.cluster import LocalCluster
-from tfjob_localcluster.kueue import Kueue
+from tfjob_localcluster.addons.kueue import Kueue
+from tfjob_localcluster.local.cluster import LocalCluster
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

@@ -12,7 +12,7 @@ from typing import Any
 
 from support.tfjobs import find_condition
 from support.waiting import wait_until
-from tfjob_localcluster.images import BUSYBOX
+from tfjob_localcluster.images.catalog import BUSYBOX
 
 Obj = dict[str, Any]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from support import summary
 from support.waiting import wait_until
-from tfjob_localcluster.ports import free_ports
+from tfjob_localcluster.host.ports import free_ports
 from tfjob_trainer.results import parse_results
 
 TRAIN = str(Path(sys.executable).with_name("tfjob-train"))

@@ -29,15 +29,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from tfjob_localcluster import images
 from tfjob_localcluster.binaries import MissingBinaryError, cache_root
-from tfjob_localcluster.cluster import ClusterError, LocalCluster
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.noderuntime import NodeRuntime, NodeRuntimeError
-from tfjob_localcluster.ociregistry import OciRegistry
-from tfjob_localcluster.packages import PackageError
-from tfjob_localcluster.procs import ProcessIdentity, tail
-from tfjob_localcluster.slots import SlotError, Slots
+from tfjob_localcluster.host.packages import PackageError
+from tfjob_localcluster.host.procs import ProcessIdentity, tail
+from tfjob_localcluster.host.slots import SlotError, Slots
+from tfjob_localcluster.images import catalog
+from tfjob_localcluster.images.registry import OciRegistry
+from tfjob_localcluster.local.cluster import ClusterError, LocalCluster
+from tfjob_localcluster.local.noderuntime import NodeRuntime, NodeRuntimeError
 
 UP_TIMEOUT = 300.0
 DOWN_TIMEOUT = 90.0
@@ -108,7 +108,7 @@ def cmd_run(paths: Paths) -> int:
             MissingBinaryError,
             SlotError,
             PackageError,
-            images.MissingImageError,
+            catalog.MissingImageError,
             NodeRuntimeError,
         ) as error:
             _note(f"error: {error}")
@@ -212,14 +212,14 @@ def cmd_status(paths: Paths) -> int:
 
 
 def cmd_images(gpu: bool, project: bool) -> int:
-    chosen = images.PROJECT_IMAGES if project else images.DEFAULT_IMAGES
-    wanted = [*chosen, *([images.TRAINER_GPU] if gpu else [])]
+    chosen = catalog.PROJECT_IMAGES if project else catalog.DEFAULT_IMAGES
+    wanted = [*chosen, *([catalog.TRAINER_GPU] if gpu else [])]
     try:
-        built = images.ImageStore(say=lambda m: _note(f"images: {m}")).build(wanted)
+        built = catalog.ImageStore(say=lambda m: _note(f"images: {m}")).build(wanted)
     except LocalClusterError as error:
         _note(f"error: {error}")
         return 1
-    print(images.describe(built))
+    print(catalog.describe(built))
     return 0
 
 
@@ -230,7 +230,7 @@ def cmd_load(paths: Paths, references: list[str]) -> int:
     info = json.loads(paths.info.read_text())
     runtime = NodeRuntime(int(info["node_init_pid"]), paths.state_dir / "node")
     try:
-        runtime.load_all(images.ImageStore(), references, _note)
+        runtime.load_all(catalog.ImageStore(), references, _note)
     except LocalClusterError as error:
         _note(f"error: {error}")
         return 1
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == "up":
             command.add_argument("--timeout", type=float, default=UP_TIMEOUT)
     build = commands.add_parser("images", help="build the images into the cache")
-    build.add_argument("--gpu", action="store_true", help=f"also build {images.TRAINER_GPU}")
+    build.add_argument("--gpu", action="store_true", help=f"also build {catalog.TRAINER_GPU}")
     build.add_argument(
         "--project",
         action="store_true",

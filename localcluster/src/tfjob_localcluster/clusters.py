@@ -2,7 +2,7 @@
 it runs nodes.
 
 Three clusters implement it: the local cluster (cluster.py: a control plane and a kubelet
-with containerd), a kind cluster (kind.py: kind's nodes in a Docker engine) and the
+with containerd), a kind cluster (kind/cluster.py: kind's nodes in a Docker engine) and the
 benchmark's (bench/cluster.py: a control plane and kwok's simulated nodes). Each starts,
 says what of it has stopped, is reached through a cluster-admin kubeconfig, and stops
 leaving nothing but its state. Harnesses and tests hold a `Cluster` where that is all they
@@ -16,7 +16,7 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import Self
 
-from tfjob_localcluster.procs import Started
+from tfjob_localcluster.host.procs import Started
 
 
 class Cluster(Started):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.pki import KeyPair
+from tfjob_localcluster.local.pki import KeyPair
 
 #: Tries of a replace that conflicts with a controller's write of the same object.
 CONFLICT_ATTEMPTS = 5

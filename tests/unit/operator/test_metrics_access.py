@@ -10,7 +10,7 @@ from typing import Any
 
 from support.scrape import scrape
 
-from tfjob_localcluster.ports import free_port
+from tfjob_localcluster.host.ports import free_port
 from tfjob_operator.endpoints import Endpoints
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.metrics_access import (

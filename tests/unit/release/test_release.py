@@ -13,8 +13,8 @@ from release.buildah import BuildahError, pushed_digest
 from release.changelog import ChangelogError, notes
 from release.chart import ChartError, pin_image
 from release.plan import Plan, PlanError, make_plan
-from tfjob_localcluster.baseimage import IMPORT_CHANGES
-from tfjob_localcluster.platforms import platform_args
+from tfjob_localcluster.images.base import IMPORT_CHANGES
+from tfjob_localcluster.images.platforms import platform_args
 
 DIGEST = "sha256:" + "ab" * 32
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.images import ImageStore
-from tfjob_localcluster.node.config import CONTAINERD_SOCKET
+from tfjob_localcluster.images.catalog import ImageStore
+from tfjob_localcluster.local.node.config import CONTAINERD_SOCKET
 from tfjob_localcluster.waiting import wait_until
 
 NAMESPACE = "k8s.io"

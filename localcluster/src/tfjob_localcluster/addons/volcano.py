@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 from tfjob_localcluster import gomodule
-from tfjob_localcluster.beside import ProcessBeside
+from tfjob_localcluster.addons.beside import ProcessBeside
 from tfjob_localcluster.binaries import locate, read_versions
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.ports import free_port
+from tfjob_localcluster.host.ports import free_port
 
 MODULE = "volcano.sh/volcano"
 CRDS = Path("config/crd/volcano/bases")

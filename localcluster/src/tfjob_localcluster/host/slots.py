@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tfjob_localcluster import cgroups, network
 from tfjob_localcluster.binaries import cache_root
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.procs import ProcessIdentity, process_table
+from tfjob_localcluster.host import cgroups, network
+from tfjob_localcluster.host.procs import ProcessIdentity, process_table
 
 POD_NETWORK = ipaddress.IPv4Network(
     os.environ.get("TFJOB_LOCALCLUSTER_POD_NETWORK", "10.213.0.0/16")

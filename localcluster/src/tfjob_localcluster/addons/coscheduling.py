@@ -17,11 +17,11 @@ from typing import Any
 import yaml
 
 from tfjob_localcluster import gomodule
-from tfjob_localcluster.beside import ProcessBeside
+from tfjob_localcluster.addons.beside import ProcessBeside
 from tfjob_localcluster.binaries import locate, read_versions
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.pki import CertificateAuthority
-from tfjob_localcluster.ports import free_port
+from tfjob_localcluster.host.ports import free_port
+from tfjob_localcluster.local.pki import CertificateAuthority
 from tfjob_localcluster.rest import Rest, tls_context
 
 MODULE = "sigs.k8s.io/scheduler-plugins"

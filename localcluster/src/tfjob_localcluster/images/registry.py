@@ -24,8 +24,8 @@ import yaml
 
 from tfjob_localcluster.binaries import locate
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.ports import free_port
-from tfjob_localcluster.procs import ManagedProcess, Started
+from tfjob_localcluster.host.ports import free_port
+from tfjob_localcluster.host.procs import ManagedProcess, Started
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 30.0

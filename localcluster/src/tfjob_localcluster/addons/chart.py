@@ -21,7 +21,7 @@ from tfjob_localcluster import diagnose
 from tfjob_localcluster.binaries import cache_root, locate
 from tfjob_localcluster.checkout import CHART
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.images import REGISTRY
+from tfjob_localcluster.images.catalog import REGISTRY
 
 RELEASE = "tfjob-operator"
 NAMESPACE = "tfjob-system"

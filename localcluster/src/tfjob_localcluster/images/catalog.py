@@ -3,7 +3,7 @@
 - the project's: `operator/Dockerfile`, `trainer/Dockerfile` (and, opt-in, the same with
   `TRAINER_EXTRAS=gpu`), FROM the base their `ARG BASE` names (the official
   `python:3.11.*-slim-bookworm`), or, where no registry answers, FROM the equivalent
-  made here (baseimage.py), for the build machine's architecture, under the names the
+  made here (images/base.py), for the build machine's architecture, under the names the
   release publishes them by (tfjob_operator.published; `$TFJOB_REGISTRY`, the Makefile's
   `REGISTRY`, names another registry), so the chart and the examples run them as they are;
 - the node's: `pause` and CoreDNS, FROM scratch with the binaries of
@@ -12,8 +12,8 @@
 - `busybox` (Debian's busybox-static FROM scratch), for test pods that run shell
   commands and as the local-path-provisioner's helper;
 - local-path-provisioner (its binary FROM scratch), the default StorageClass's
-  provisioner (addons.py);
-- for a kind node (kindnode.py): the control-plane components, kube-proxy and etcd, under
+  provisioner (local/bootstrap.py);
+- for a kind node (kind/nodeimage.py): the control-plane components, kube-proxy and etcd, under
   the names `kubeadm config images list` gives for the pinned Kubernetes.
 
 Each image is saved (`docker save`) as a tar in `<cache>/images/`, named by a digest of
@@ -37,13 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tfjob_localcluster import baseimage
 from tfjob_localcluster.binaries import cache_root, read_versions, tool_dir
 from tfjob_localcluster.checkout import IMAGES as IMAGES_DIR
 from tfjob_localcluster.checkout import ROOT as REPOSITORY
-from tfjob_localcluster.engine import DockerCommandError, DockerEngine
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.platforms import host_architecture, platform_args
+from tfjob_localcluster.images import base as baseimage
+from tfjob_localcluster.images.engine import DockerCommandError, DockerEngine
+from tfjob_localcluster.images.platforms import host_architecture, platform_args
 from tfjob_operator import published
 
 PULL_TIMEOUT = 120

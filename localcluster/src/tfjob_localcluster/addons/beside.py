@@ -9,9 +9,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from tfjob_localcluster.addons.kubectl import run_kubectl
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.kubectl import run_kubectl
-from tfjob_localcluster.procs import ManagedProcess
+from tfjob_localcluster.host.procs import ManagedProcess
 
 
 class ProcessBeside:

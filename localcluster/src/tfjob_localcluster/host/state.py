@@ -16,8 +16,8 @@ import subprocess
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from tfjob_localcluster import cgroups, network, slots
-from tfjob_localcluster.node.tunables import KUBELET_TUNABLES
+from tfjob_localcluster.host import cgroups, network, slots
+from tfjob_localcluster.local.node.tunables import KUBELET_TUNABLES
 
 # Where kubelet, containerd, CNI plugins and dockerd write by default.
 WATCHED_DIRS = (

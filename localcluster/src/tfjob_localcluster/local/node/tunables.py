@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfjob_localcluster.node.mounts import bind_file
+from tfjob_localcluster.local.node.mounts import bind_file
 
 # The sysctls and values of the kubelet's desiredState, Kubernetes v1.34.
 KUBELET_TUNABLES = {

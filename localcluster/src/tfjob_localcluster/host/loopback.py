@@ -1,7 +1,7 @@
 """A port of the host's loopback, reachable at the same address inside a node.
 
 A node (the local cluster's, a kind node's container) has a network namespace of its
-own, whose 127.0.0.1 is not the host's. The OCI registry (ociregistry.py) listens on the
+own, whose 127.0.0.1 is not the host's. The OCI registry (images/registry.py) listens on the
 host's loopback, and images are named after it (`127.0.0.1:PORT/...`, as kind's guide to
 a local registry names its registry `localhost:5001`), so the node's containerd must find
 it at that address too. `LoopbackRelay` opens a listening socket inside the node's
@@ -22,7 +22,7 @@ import socket
 import threading
 from pathlib import Path
 
-from tfjob_localcluster.procs import Started
+from tfjob_localcluster.host.procs import Started
 
 CLONE_NEWNET = 0x40000000
 CHUNK = 1 << 16

@@ -1,4 +1,4 @@
-"""`python -m tfjob_localcluster.node --config node.json`: the node's init process.
+"""`python -m tfjob_localcluster.local.node --config node.json`: the node's init process.
 
 The launcher starts it as PID 1 of new PID, mount, network, UTS and IPC namespaces
 (`unshare`), the way a node container starts its init. It makes the node's private
@@ -24,10 +24,15 @@ from typing import Any
 import tomli_w
 import yaml
 
-from tfjob_localcluster.node import files, mounts, tunables
-from tfjob_localcluster.node.config import CONTAINERD_SOCKET, INTERFACE, KUBELET_DIR, NodeConfig
-from tfjob_localcluster.node.supervisor import Component, Supervisor, say
-from tfjob_localcluster.packages import SYSTEM_PATH
+from tfjob_localcluster.host.packages import SYSTEM_PATH
+from tfjob_localcluster.local.node import files, mounts, tunables
+from tfjob_localcluster.local.node.config import (
+    CONTAINERD_SOCKET,
+    INTERFACE,
+    KUBELET_DIR,
+    NodeConfig,
+)
+from tfjob_localcluster.local.node.supervisor import Component, Supervisor, say
 
 LINK_TIMEOUT = 30.0
 
@@ -144,7 +149,9 @@ def components(config: NodeConfig) -> list[Component]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tfjob_localcluster.node", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m tfjob_localcluster.local.node", description=__doc__
+    )
     parser.add_argument("--config", type=Path, required=True, help="node settings (JSON)")
     args = parser.parse_args(argv)
     config = NodeConfig.load(args.config)

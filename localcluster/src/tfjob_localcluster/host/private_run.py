@@ -1,4 +1,4 @@
-"""`python -m tfjob_localcluster.private_run [--etc-upper=DIR] [--read-only=PATH]...
+"""`python -m tfjob_localcluster.host.private_run [--etc-upper=DIR] [--read-only=PATH]...
 [--bind=DIR:PATH]... COMMAND...`: COMMAND in a private /run and /opt, with --etc-upper an
 /etc whose changes stay in DIR, with --read-only PATH unwritable, and with --bind DIR seen
 at PATH.
@@ -10,7 +10,7 @@ every mount it makes, stays in the namespace and goes with it:
 
 - dockerd (engine.py): its runtime files and mounts, and the `/opt/containerd` its
   containerd creates;
-- debootstrap (baseimage.py): the `/proc` and `/sys` it mounts in the target, and the
+- debootstrap (images/base.py): the `/proc` and `/sys` it mounts in the target, and the
   `/run/mount` that mount(8) creates.
 
 With `--etc-upper=DIR`, /etc is an overlay of the host's /etc and DIR: what DIR holds
@@ -32,8 +32,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tfjob_localcluster.node.mounts import MS_BIND, MS_RDONLY, cover, mount
-from tfjob_localcluster.packages import SYSTEM_PATH
+from tfjob_localcluster.host.packages import SYSTEM_PATH
+from tfjob_localcluster.local.node.mounts import MS_BIND, MS_RDONLY, cover, mount
 
 COVERED = ("/run", "/opt")
 ETC_UPPER = "--etc-upper="
@@ -66,7 +66,7 @@ def command(
     options += [f"{BIND}{source}:{target}" for target, source in (binds or {}).items()]
     return [
         "unshare", "--mount", "--propagation=private",
-        sys.executable, "-m", "tfjob_localcluster.private_run", *options, *argv,
+        sys.executable, "-m", "tfjob_localcluster.host.private_run", *options, *argv,
     ]  # fmt: skip
 
 

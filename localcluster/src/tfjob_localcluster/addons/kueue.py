@@ -34,13 +34,14 @@ from typing import Any
 
 import yaml
 
-from tfjob_localcluster import gomodule, private_run
-from tfjob_localcluster.beside import ProcessBeside
+from tfjob_localcluster import gomodule
+from tfjob_localcluster.addons.beside import ProcessBeside
+from tfjob_localcluster.addons.kubectl import run_kubectl
 from tfjob_localcluster.binaries import locate, read_versions
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.kubectl import run_kubectl
-from tfjob_localcluster.pki import CertificateAuthority
-from tfjob_localcluster.ports import free_port
+from tfjob_localcluster.host import private_run
+from tfjob_localcluster.host.ports import free_port
+from tfjob_localcluster.local.pki import CertificateAuthority
 from tfjob_localcluster.waiting import wait_until
 
 MODULE = "sigs.k8s.io/kueue"

@@ -5,15 +5,15 @@ build (etcd, CoreDNS, pause, its CNI) from registries, so where none answers it 
 finish. The same image is then assembled from parts built here, in two steps:
 
 1. The node's filesystem, localcluster/images/kind-node.Dockerfile FROM the project's base
-   (images.py), with a staged context: the files of kind's base image read from the
+   (catalog.py), with a staged context: the files of kind's base image read from the
    `sigs.k8s.io/kind` module of the pinned kind (`go mod download`, nothing of kind's is
    kept in this repository), the kubelet, kubeadm and kubectl of hack/build-binaries.sh,
    the runtime wrapper of localcluster/runtime, localcluster/kind/node, the default CNI manifest
-   (`default_cni_manifest`) and the default StorageClass's (addons.py), which kind
+   (`default_cni_manifest`) and the default StorageClass's (bootstrap.py), which kind
    applies from /kind/manifests as it does its own node images'. It is cached as a tar
-   like every image of images.py.
+   like every image of catalog.py.
 2. The images kubeadm runs (`kubeadm config images list`), the sandbox image, the
-   CNI's and the volume provisioner's, each built by images.py, are imported into the
+   CNI's and the volume provisioner's, each built by catalog.py, are imported into the
    node's containerd as kind's build does: a container of step 1's image runs
    containerd, `ctr images import --no-unpack` takes each tar, and `docker commit` sets
    kind's entrypoint.
@@ -35,14 +35,16 @@ from pathlib import Path
 
 import yaml
 
-from tfjob_localcluster import addons, gomodule, images
+from tfjob_localcluster import gomodule
 from tfjob_localcluster.binaries import cache_root, locate, read_versions
 from tfjob_localcluster.checkout import IMAGES, RUNTIME_WRAPPER
 from tfjob_localcluster.checkout import KIND_NODE_FILES as NODE_FILES
-from tfjob_localcluster.engine import DockerCommandError, DockerEngine
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.node.files import cni_conflist
-from tfjob_localcluster.node.tunables import KUBELET_TUNABLES
+from tfjob_localcluster.images import catalog
+from tfjob_localcluster.images.engine import DockerCommandError, DockerEngine
+from tfjob_localcluster.local import bootstrap
+from tfjob_localcluster.local.node.files import cni_conflist
+from tfjob_localcluster.local.node.tunables import KUBELET_TUNABLES
 from tfjob_localcluster.waiting import wait_until
 
 REFERENCE = f"tfjob.dev/kind-node:{read_versions()['KUBERNETES_VERSION']}"
@@ -51,7 +53,7 @@ DIGEST_LABEL = "tfjob.dev/kind-node-digest"
 DOCKERFILE = IMAGES / "kind-node.Dockerfile"
 # kind's marker for a CNI manifest it fills in ({{ .PodSubnet }}) before applying it.
 KIND_TEMPLATE_MARKER = "would you kindly template this file"
-CNI_IMAGE = images.BUSYBOX
+CNI_IMAGE = catalog.BUSYBOX
 CONTAINERD_READY_TIMEOUT = 60.0
 
 
@@ -83,16 +85,16 @@ def kubeadm_images() -> list[str]:
 
 def preloaded_images(required: list[str]) -> list[str]:
     """What the node's containerd holds at boot: kubeadm's images and the CNI's. Raises
-    if kubeadm names an image images.py does not build (a Kubernetes upgrade that moved
+    if kubeadm names an image catalog.py does not build (a Kubernetes upgrade that moved
     etcd's or CoreDNS's version: bump hack/versions.env)."""
-    known = {*images.KUBEADM_IMAGES, *images.NODE_IMAGES}
+    known = {*catalog.KUBEADM_IMAGES, *catalog.NODE_IMAGES}
     missing = sorted(set(required) - known)
     if missing:
         raise NodeImageError(
-            f"kubeadm runs {', '.join(missing)}, which images.py does not build: "
+            f"kubeadm runs {', '.join(missing)}, which catalog.py does not build: "
             "align ETCD_VERSION / COREDNS_VERSION in hack/versions.env with kubeadm"
         )
-    return [*required, CNI_IMAGE, images.LOCAL_PATH_PROVISIONER]
+    return [*required, CNI_IMAGE, catalog.LOCAL_PATH_PROVISIONER]
 
 
 def default_cni_manifest() -> str:
@@ -143,7 +145,7 @@ def default_cni_manifest() -> str:
         },
     }
     header = (
-        "# The default CNI of tfjob-operator's kind node image (kindnode.py).\n"
+        "# The default CNI of tfjob-operator's kind node image (kind/nodeimage.py).\n"
         f"# {KIND_TEMPLATE_MARKER}\n"
     )
     return header + yaml.safe_dump(daemonset, sort_keys=False)
@@ -152,8 +154,8 @@ def default_cni_manifest() -> str:
 def default_storage_manifest() -> str:
     """/kind/manifests/default-storage.yaml: kind applies it at creation, in place of the
     StorageClass without a provisioner it falls back on."""
-    objects = addons.local_path_storage(images.LOCAL_PATH_PROVISIONER, images.BUSYBOX)
-    header = "# The default StorageClass of tfjob-operator's kind node image (addons.py).\n"
+    objects = bootstrap.local_path_storage(catalog.LOCAL_PATH_PROVISIONER, catalog.BUSYBOX)
+    header = "# The default StorageClass of tfjob-operator's kind node image (bootstrap.py).\n"
     return header + yaml.safe_dump_all([obj for _, obj in objects], sort_keys=False)
 
 
@@ -175,16 +177,16 @@ def stage_context(directory: Path) -> Path:
     return directory
 
 
-def base_spec(context: Path) -> images.ImageSpec:
-    args = (("PAUSE", images.PAUSE), ("KUBERNETES_VERSION", read_versions()["KUBERNETES_VERSION"]))
-    return images.ImageSpec(BASE_REFERENCE, DOCKERFILE, context, args)
+def base_spec(context: Path) -> catalog.ImageSpec:
+    args = (("PAUSE", catalog.PAUSE), ("KUBERNETES_VERSION", read_versions()["KUBERNETES_VERSION"]))
+    return catalog.ImageSpec(BASE_REFERENCE, DOCKERFILE, context, args)
 
 
-def ensure(engine: DockerEngine, store: images.ImageStore, say: Callable[[str], None]) -> str:
+def ensure(engine: DockerEngine, store: catalog.ImageStore, say: Callable[[str], None]) -> str:
     """The node image to create kind clusters from, in `engine`: the published one if the
     engine has it or can pull it, else this project's (assembled when its inputs changed)."""
     published = read_versions()["KIND_NODE_IMAGE"]
-    if images.obtainable(engine, published):
+    if catalog.obtainable(engine, published):
         return published
     say(f"{published} cannot be pulled: using a node image assembled here ({REFERENCE})")
     preload = preloaded_images(kubeadm_images())
@@ -197,7 +199,7 @@ def ensure(engine: DockerEngine, store: images.ImageStore, say: Callable[[str], 
         return REFERENCE
     started = time.monotonic()
     store.load_into(engine, BASE_REFERENCE)
-    replaced = images.image_id(engine, REFERENCE)
+    replaced = catalog.image_id(engine, REFERENCE)
     _preload(engine, dict(zip(preload, tars, strict=True)), wanted, say)
     if replaced:
         engine.docker("image", "rm", "--no-prune", replaced, check=False)

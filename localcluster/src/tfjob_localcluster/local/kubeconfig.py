@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from tfjob_localcluster.pki import KeyPair
+from tfjob_localcluster.local.pki import KeyPair
 
 
 def kubeconfig(

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfjob_localcluster.node.config import CNI_BIN_DIR, CONTAINERD_SOCKET, KUBELET_DIR, NodeConfig
+from tfjob_localcluster.local.node.config import (
+    CNI_BIN_DIR,
+    CONTAINERD_SOCKET,
+    KUBELET_DIR,
+    NodeConfig,
+)
 
 CRI = "io.containerd.grpc.v1.cri"
 #: Below the node's state dir: containerd's registry configuration (`config_path`).
@@ -50,7 +55,7 @@ def containerd_config(config: NodeConfig) -> dict[str, Any]:
 
 def registry_hosts(address: str) -> dict[str, Any]:
     """containerd's hosts.toml for a registry served over plain HTTP at `address`
-    (host:port), such as the OCI registry on the loopback (ociregistry.py)."""
+    (host:port), such as the OCI registry on the loopback (images/registry.py)."""
     return {
         "server": f"http://{address}",
         "host": {f"http://{address}": {"capabilities": ["pull", "resolve"]}},

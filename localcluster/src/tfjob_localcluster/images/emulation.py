@@ -1,4 +1,4 @@
-"""`python -m tfjob_localcluster.emulation ARCH COMMAND...`: COMMAND where programs built
+"""`python -m tfjob_localcluster.images.emulation ARCH COMMAND...`: COMMAND where programs built
 for ARCH (amd64, arm64) run under QEMU's user-mode emulation, and the host is unchanged.
 
 The kernel runs a foreign program through the interpreter a binfmt_misc entry names.
@@ -10,7 +10,7 @@ namespace of its own, where a fresh binfmt_misc instance gets Debian's entry for
 interpreter at once, so it works inside a chroot). Everything goes with the namespaces:
 no entry is left in the host's binfmt_misc, no mount on the host.
 
-It makes foreign-architecture root filesystems (baseimage.py: debootstrap's second
+It makes foreign-architecture root filesystems (images/base.py: debootstrap's second
 stage) and runs the release's images of another architecture to check them (release/).
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.procs import set_parent_death_signal
+from tfjob_localcluster.host.procs import set_parent_death_signal
 
 #: An image architecture -> the CPU name of its QEMU emulator.
 QEMU_CPUS = {"amd64": "x86_64", "arm64": "aarch64"}
@@ -52,7 +52,7 @@ def binfmt_entry(architecture: str) -> Path:
 
 def command(argv: Sequence[str], architecture: str) -> list[str]:
     """The command line that runs `argv` with `architecture`'s programs emulated."""
-    return [sys.executable, "-m", "tfjob_localcluster.emulation", architecture, *argv]
+    return [sys.executable, "-m", "tfjob_localcluster.images.emulation", architecture, *argv]
 
 
 def _check(result: int, what: str) -> None:

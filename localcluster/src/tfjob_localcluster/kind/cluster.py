@@ -2,7 +2,7 @@
 
 `KindCluster.start()` finds a Docker engine (engine.py: the machine's, else the
 project's own, installed and started where the machine allows), gets the node image
-(kindnode.py: the published one, else one assembled here), creates the cluster with the
+(nodeimage.py: the published one, else one assembled here), creates the cluster with the
 pinned kind, and loads the images built by `make images` from their tars in the cache
 with `kind load image-archive` (no copy through the engine: 39 s for the trainer image
 here, 65 s with `kind load docker-image`).
@@ -10,7 +10,7 @@ here, 65 s with `kind load docker-image`).
 engine if it is the project's own. Installing the operator is left to the caller
 (the Helm chart, as users do).
 
-With `registry` (127.0.0.1:PORT, ociregistry.py) the nodes also pull from that registry,
+With `registry` (127.0.0.1:PORT, images/registry.py) the nodes also pull from that registry,
 set up as kind's guide to a local registry does it: containerd's `config_path` at
 creation, and a hosts.toml for the registry's name in each node; the registry listens on
 the host's loopback, which each node reaches at the same address (loopback.py).
@@ -29,14 +29,16 @@ from typing import Any, Self
 import tomli_w
 import yaml
 
-from tfjob_localcluster import engine, kindnode, packages
 from tfjob_localcluster.binaries import MissingBinaryError, locate
 from tfjob_localcluster.clusters import Cluster
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.images import ImageStore
-from tfjob_localcluster.kubeconfig import write_kubeconfig
-from tfjob_localcluster.loopback import LoopbackRelay
-from tfjob_localcluster.node.files import registry_hosts
+from tfjob_localcluster.host import packages
+from tfjob_localcluster.host.loopback import LoopbackRelay
+from tfjob_localcluster.images import engine
+from tfjob_localcluster.images.catalog import ImageStore
+from tfjob_localcluster.kind import nodeimage
+from tfjob_localcluster.local.kubeconfig import write_kubeconfig
+from tfjob_localcluster.local.node.files import registry_hosts
 
 CREATE_TIMEOUT = 900
 #: The Docker network kind puts its nodes on.
@@ -123,7 +125,7 @@ class KindCluster(Cluster):
         started = time.monotonic()
         self.start_engine()
         try:
-            self.node_image = kindnode.ensure(self.engine, self.store, self.say)
+            self.node_image = nodeimage.ensure(self.engine, self.store, self.say)
         except LocalClusterError as error:
             raise KindError(str(error)) from error
         self.network_existed = self._network_exists()

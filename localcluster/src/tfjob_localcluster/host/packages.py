@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.procs import failure_excerpt
+from tfjob_localcluster.host.procs import failure_excerpt
 
 #: Debian's libfaketime, in the multiarch directory of this machine's architecture.
 LIBFAKETIME = f"/usr/lib/{sysconfig.get_config_var('MULTIARCH')}/faketime/libfaketime.so.1"

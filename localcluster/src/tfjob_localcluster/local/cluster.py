@@ -1,7 +1,7 @@
 """LocalCluster: the control plane and one real node, started and stopped together.
 
     with LocalCluster(Path("/tmp/my-cluster")) as cluster:
-        cluster.load_images([TRAINER])  # tfjob_localcluster.images
+        cluster.load_images([TRAINER])  # tfjob_localcluster.images.catalog
         subprocess.run(cluster.kubectl_command("get", "nodes"))
 
 The node is a kubelet with containerd, runc and the CNI bridge plugin (Debian's packages),
@@ -14,7 +14,7 @@ Start order: the Debian packages the node needs (installed when missing), a
 slot (subnets, names, cgroup; sweeps what dead clusters left), the cgroup that will hold
 the pods, the veth pair to the node, the control plane with the API server on the host's
 end of it, the node, the controllers; then the node's images (pause, CoreDNS) are
-imported into its containerd, CoreDNS and the default StorageClass (addons.py) are
+imported into its containerd, CoreDNS and the default StorageClass (bootstrap.py) are
 deployed, and the launcher waits until the Node is Ready, cluster DNS answers and the
 provisioner is ready. Stop runs it backwards.
 """
@@ -34,19 +34,15 @@ from typing import Any, Self
 
 import tomli_w
 
-from tfjob_localcluster import addons, capabilities, cgroups, network, packages
 from tfjob_localcluster import binaries as binaries_module
 from tfjob_localcluster.checkout import RUNTIME_WRAPPER
 from tfjob_localcluster.clusters import Cluster
-from tfjob_localcluster.controlplane import (
-    CLUSTER_DOMAIN,
-    KUBELET_CLIENT_USER,
-    SERVICE_CIDR,
-    ControlPlane,
-    ControlPlaneError,
-)
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.images import (
+from tfjob_localcluster.host import capabilities, cgroups, network, packages
+from tfjob_localcluster.host.loopback import LoopbackRelay
+from tfjob_localcluster.host.procs import ManagedProcess, ProcessIdentity, children_named
+from tfjob_localcluster.host.slots import Slot, Slots
+from tfjob_localcluster.images.catalog import (
     BUSYBOX,
     COREDNS,
     LOCAL_PATH_PROVISIONER,
@@ -54,13 +50,18 @@ from tfjob_localcluster.images import (
     PAUSE,
     ImageStore,
 )
-from tfjob_localcluster.loopback import LoopbackRelay
-from tfjob_localcluster.node.config import NodeConfig
-from tfjob_localcluster.node.files import REGISTRY_HOSTS_DIR, registry_hosts
-from tfjob_localcluster.noderuntime import NodeRuntime
-from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity, children_named
+from tfjob_localcluster.local import bootstrap
+from tfjob_localcluster.local.controlplane import (
+    CLUSTER_DOMAIN,
+    KUBELET_CLIENT_USER,
+    SERVICE_CIDR,
+    ControlPlane,
+    ControlPlaneError,
+)
+from tfjob_localcluster.local.node.config import NodeConfig
+from tfjob_localcluster.local.node.files import REGISTRY_HOSTS_DIR, registry_hosts
+from tfjob_localcluster.local.noderuntime import NodeRuntime
 from tfjob_localcluster.rest import RestError
-from tfjob_localcluster.slots import Slot, Slots
 from tfjob_localcluster.waiting import wait_until
 
 DEFAULT_NODE_NAME = "tfjob-local-node"
@@ -147,15 +148,15 @@ class LocalCluster(Cluster):
             self.control_plane.start_api(deadline)
             self.api_url = self.control_plane.api_url
             rest = self.control_plane.rest()
-            for collection, obj in addons.kubelet_api_access(KUBELET_CLIENT_USER):
+            for collection, obj in bootstrap.kubelet_api_access(KUBELET_CLIENT_USER):
                 rest.create_or_replace(collection, obj)
             since = _heartbeats_from()
             self._start_node(self.control_plane, self.slot, deadline)
             self.control_plane.start_controllers(deadline)
             self.load_images(NODE_IMAGES)
             for collection, obj in [
-                *addons.coredns(COREDNS, CLUSTER_DNS, CLUSTER_DOMAIN),
-                *addons.local_path_storage(LOCAL_PATH_PROVISIONER, BUSYBOX),
+                *bootstrap.coredns(COREDNS, CLUSTER_DNS, CLUSTER_DOMAIN),
+                *bootstrap.local_path_storage(LOCAL_PATH_PROVISIONER, BUSYBOX),
             ]:
                 rest.create_or_replace(collection, obj)
             self._wait_ready(deadline, since)
@@ -265,7 +266,7 @@ class LocalCluster(Cluster):
 
     def use_registry(self, address: str) -> None:
         """Lets the node pull from the plain-HTTP registry at `address` on the host's
-        loopback (127.0.0.1:PORT, ociregistry.py), under that same name."""
+        loopback (127.0.0.1:PORT, images/registry.py), under that same name."""
         if self.node_init is None:
             raise ClusterError("the cluster is not running")
         host, _, port = address.partition(":")
@@ -375,7 +376,7 @@ class LocalCluster(Cluster):
                 "--kill-child=SIGTERM",
                 sys.executable,
                 "-m",
-                "tfjob_localcluster.node",
+                "tfjob_localcluster.local.node",
                 "--config",
                 str(config_path),
             ],
@@ -412,12 +413,12 @@ class LocalCluster(Cluster):
             try:
                 node = rest.request("GET", f"/api/v1/nodes/{self.node_name}")
                 dns = rest.request(
-                    "GET", f"/apis/apps/v1/namespaces/{addons.KUBE_SYSTEM}/deployments/coredns"
+                    "GET", f"/apis/apps/v1/namespaces/{bootstrap.KUBE_SYSTEM}/deployments/coredns"
                 )
                 storage = rest.request(
                     "GET",
-                    f"/apis/apps/v1/namespaces/{addons.LOCAL_PATH_NAMESPACE}/deployments/"
-                    f"{addons.LOCAL_PATH}",
+                    f"/apis/apps/v1/namespaces/{bootstrap.LOCAL_PATH_NAMESPACE}/deployments/"
+                    f"{bootstrap.LOCAL_PATH}",
                 )
                 rest.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")
             except (RestError, OSError):
@@ -430,7 +431,7 @@ class LocalCluster(Cluster):
             elif not (dns.get("status") or {}).get("availableReplicas"):
                 waiting_for = "CoreDNS to be available"
             elif not (storage.get("status") or {}).get("availableReplicas"):
-                waiting_for = f"{addons.LOCAL_PATH} (the default StorageClass) to be available"
+                waiting_for = f"{bootstrap.LOCAL_PATH} (the default StorageClass) to be available"
             else:
                 self._say(f"node {self.node_name} ready, cluster DNS at {CLUSTER_DNS}")
                 return

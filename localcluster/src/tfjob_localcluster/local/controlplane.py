@@ -23,10 +23,10 @@ import yaml
 
 from tfjob_localcluster import binaries as binaries_module
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.kubeconfig import kubeconfig, write_kubeconfig
-from tfjob_localcluster.pki import CertificateAuthority, KeyPair, write_signing_key
-from tfjob_localcluster.ports import free_ports
-from tfjob_localcluster.procs import ManagedProcess, ProcessIdentity, Started
+from tfjob_localcluster.host.ports import free_ports
+from tfjob_localcluster.host.procs import ManagedProcess, ProcessIdentity, Started
+from tfjob_localcluster.local.kubeconfig import kubeconfig, write_kubeconfig
+from tfjob_localcluster.local.pki import CertificateAuthority, KeyPair, write_signing_key
 from tfjob_localcluster.rest import Rest, RestError, tls_context
 
 SERVICE_CIDR = ipaddress.IPv4Network("10.96.0.0/16")
@@ -39,7 +39,7 @@ ADMIN_USER = "tfjob-localcluster-admin"
 # controllers, the kube-root-ca.crt publisher that projected token volumes need, the
 # node lifecycle controller that lifts the not-ready taint the API server puts on a new
 # Node), the workload controllers a Helm chart or a user may use, and the volume
-# controllers that bind claims to the default StorageClass's volumes (addons.py) and let
+# controllers that bind claims to the default StorageClass's volumes (local/bootstrap.py) and let
 # claims and volumes in use be deleted once unused.
 CONTROLLERS = (
     "node-lifecycle-controller",

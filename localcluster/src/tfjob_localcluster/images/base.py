@@ -25,10 +25,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tfjob_localcluster import emulation, packages, private_run
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.platforms import host_architecture
-from tfjob_localcluster.procs import failure_excerpt
+from tfjob_localcluster.host import packages, private_run
+from tfjob_localcluster.host.procs import failure_excerpt
+from tfjob_localcluster.images import emulation
+from tfjob_localcluster.images.platforms import host_architecture
 
 SUITE = "bookworm"
 PACKAGES = ("python3", "python3-venv", "ca-certificates")

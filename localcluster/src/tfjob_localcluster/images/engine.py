@@ -11,7 +11,7 @@ apt), it installs Debian's `docker.io` if `dockerd` is missing and runs a privat
   mounts never appear on the host;
 - without iptables rules, forwarding or masquerading, and without the default bridge:
   builds use the host's network; the bridge of kind's network is the engine's only
-  link on the host, and kind.py removes that network when its cluster is deleted;
+  link on the host, and kind/cluster.py removes that network when its cluster is deleted;
 - with localcluster/runtime/runc-without-sys-resource as its runtime where the machine lacks
   CAP_SYS_RESOURCE (see capabilities.py), so `docker run --privileged` works for kind.
 
@@ -34,11 +34,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
-from tfjob_localcluster import capabilities, packages, private_run
 from tfjob_localcluster.binaries import cache_root
 from tfjob_localcluster.checkout import RUNTIME_WRAPPER
 from tfjob_localcluster.errors import LocalClusterError
-from tfjob_localcluster.procs import ManagedProcess, failure_excerpt
+from tfjob_localcluster.host import capabilities, packages, private_run
+from tfjob_localcluster.host.procs import ManagedProcess, failure_excerpt
 
 START_TIMEOUT = 60.0
 RUNTIME_NAME = "runc-without-sys-resource"

@@ -1,0 +1,2 @@
+"""What runs beside a cluster: Kueue, the gang schedulers, and the operator itself,
+installed with its chart."""
