@@ -379,11 +379,11 @@ def test_rbac_grants_exactly_what_the_operator_uses(
         ("create", "kueue.x-k8s.io", "workloads"),
         ("patch", "kueue.x-k8s.io", "workloads", "status"),
         ("get", "kueue.x-k8s.io", "resourceflavors"),
-        # A Workload's priority (queueing.py): the classes are read, never changed.
+        # A Workload's priority (integrations/kueue.py): the classes are read, never changed.
         ("get", "kueue.x-k8s.io", "workloadpriorityclasses"),
         ("get", "scheduling.k8s.io", "priorityclasses"),
         ("list", "scheduling.k8s.io", "priorityclasses"),
-        # TensorBoards (tensorboard.py): created, watched, deleted; never changed.
+        # TensorBoards (integrations/tensorboard.py): created, watched, deleted; never changed.
         ("create", "apps", "deployments"),
         ("watch", "apps", "deployments"),
         ("delete", "apps", "deployments"),

@@ -24,10 +24,10 @@ from tfjob_localcluster.addons.chart import RELEASE, run_helm
 from tfjob_localcluster.checkout import CHART
 from tfjob_operator import scaffold
 from tfjob_operator.api import JobRef
-from tfjob_operator.decide import JobView
+from tfjob_operator.integrations.tensorboard import board_spec, render_board
+from tfjob_operator.job_view import JobView
 from tfjob_operator.render import render_pod
 from tfjob_operator.spec import Replica, parse_spec
-from tfjob_operator.tensorboard import board_spec, render_board
 
 JOB_UID = "00000000-0000-0000-0000-000000000001"
 RESTRICTED = {

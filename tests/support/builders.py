@@ -8,16 +8,30 @@ One module, so that a replica spec is written one way whichever tier builds it.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from tfjob_localcluster.images.catalog import BUSYBOX
 from tfjob_operator.api import JobRef
-from tfjob_operator.decide import JobView
+from tfjob_operator.decide import Plan, decide
+from tfjob_operator.integrations.base import Observation
+from tfjob_operator.integrations.gang import (
+    USUAL_GANG_SCHEDULERS,
+    GangSchedulers,
+    GangScheduling,
+    PodGroupWrites,
+)
+from tfjob_operator.integrations.gang import observation as gang_observation
+from tfjob_operator.integrations.kueue import Kueue, Queued, WorkloadWrites
+from tfjob_operator.integrations.tensorboard import BoardObservation, TensorBoard
+from tfjob_operator.job_view import JobView
 from tfjob_operator.observe import (
+    FlavorObservation,
+    PodGroupObservation,
     PodObservation,
     ServiceObservation,
+    WorkloadObservation,
     observe_pod,
     observe_service,
     replica_from_labels,
@@ -162,3 +176,51 @@ def services(spec: Manifest, owner: JobRef = JOB) -> list[ServiceObservation]:
         body["metadata"]["uid"] = f"svc-{r.key}"
         observed.append(observe_service(body))
     return observed
+
+
+def decide_observing(
+    job: JobView,
+    pods: Sequence[PodObservation],
+    services: Sequence[ServiceObservation],
+    now: datetime,
+    cluster_domain: str | None = None,
+    workloads: Sequence[WorkloadObservation] = (),
+    *,
+    flavors: Mapping[str, FlavorObservation] | None = None,
+    pod_groups: Sequence[PodGroupObservation] = (),
+    gangs: GangSchedulers = USUAL_GANG_SCHEDULERS,
+    boards: Sequence[BoardObservation] = (),
+    tensorboard_image: str | None = None,
+    **options: Any,
+) -> Plan:
+    """`decide` with every integration the operator runs, each observing what it is given:
+    Kueue `workloads` (and the `flavors` they name), the gang's `pod_groups`, the
+    TensorBoard's `boards`."""
+    return decide(
+        job,
+        pods,
+        services,
+        now,
+        cluster_domain,
+        observations=[
+            Observation(
+                Kueue(),
+                Queued(tuple(w for w in workloads if w.owner_uid == job.ref.uid), flavors or {}),
+            ),
+            Observation(GangScheduling(gangs), gang_observation(job.parsed, pod_groups, gangs)),
+            Observation(TensorBoard(tensorboard_image, cluster_domain), tuple(boards)),
+        ],
+        **options,
+    )
+
+
+def workload_writes(plan: Plan) -> WorkloadWrites:
+    """The plan's writes of Kueue's Workload (none: nothing to write)."""
+    writes = plan.writes_of(Kueue.name)
+    return writes if isinstance(writes, WorkloadWrites) else WorkloadWrites()
+
+
+def pod_group_writes(plan: Plan) -> PodGroupWrites:
+    """The plan's writes of the job's PodGroups (none: nothing to write)."""
+    writes = plan.writes_of(GangScheduling.name)
+    return writes if isinstance(writes, PodGroupWrites) else PodGroupWrites()

@@ -37,12 +37,13 @@ LABEL_GENERATION: Final = "tfjob.dev/replica-generation"
 #: Digest of the cluster in the pod's TF_CONFIG; a pod rendered for another cluster is stale.
 LABEL_CLUSTER_DIGEST: Final = "tfjob.dev/cluster-digest"
 
-#: The job whose TensorBoard (tensorboard.py) a Deployment, its pods or its Service are.
+#: The job whose TensorBoard (integrations/tensorboard.py) a Deployment, its pods or its
+#: Service are.
 #: Not LABEL_JOB_NAME: the controller's pods and services are only the replicas.
 LABEL_TENSORBOARD_OF: Final = "tfjob.dev/tensorboard-of"
 #: Digest of a TensorBoard's Deployment spec; one rendered otherwise is replaced.
 LABEL_TENSORBOARD_DIGEST: Final = "tfjob.dev/tensorboard-digest"
-#: The port a TensorBoard serves on (tensorboard.py), and the client forwards.
+#: The port a TensorBoard serves on (integrations/tensorboard.py), and the client forwards.
 TENSORBOARD_PORT: Final = 6006
 #: spec.tensorboard of a kubeflow.org/v1 TFJob, whose schema has no such field, as JSON.
 TENSORBOARD_ANNOTATION: Final = "tfjob.dev/tensorboard"

@@ -17,7 +17,7 @@ from . import published, render_command, scaffold
 from .api import KUBEFLOW, TFJOB_DEV
 from .client import commands as client_commands
 from .client.commands import ExitCode
-from .gang import (
+from .integrations.gang import (
     KUBEFLOW_SCHEDULER_PLUGINS,
     SCHEDULER_PLUGINS_NAME,
     VOLCANO_NAME,

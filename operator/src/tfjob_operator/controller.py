@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable, Mapping, Sequence
@@ -26,28 +27,22 @@ from . import timeutil
 from .api import JobRef
 from .backoff import delay_after
 from .children import ChildKind, Children, ChildWrites, Pending
-from .decide import JobView, Plan, decide, decide_name_taken, name_order
+from .decide import Plan, decide, decide_name_taken, name_order, soonest
 from .errors import ApiError
 from .events import NORMAL, WARNING, Event, EventSeries, event_object, repeat_patch
-from .gang import USUAL_GANG_SCHEDULERS, GangSchedulers
+from .integrations.base import Integration, Observation, Stage
+from .job_view import JobView
 from .kube import unavailable
 from .limits import CONCURRENT_RECONCILES, INVALID_POD_GRACE_SECONDS
 from .mergepatch import merge_patch
 from .metrics import Metrics
 from .observe import (
-    FlavorObservation,
-    PodGroupObservation,
     PodObservation,
-    PriorityClass,
     ServiceObservation,
-    WorkloadObservation,
     replica_from_labels,
 )
-from .queueing import default_priority, with_priority
 from .refusals import Refusal, Refusals
-from .spec import JobSpec
 from .status import StatusWrite
-from .tensorboard import BoardObservation, BoardPlan, plan_board
 from .watchcache import JobKey, Store
 
 logger = logging.getLogger(__name__)
@@ -63,32 +58,20 @@ EXPECTATION_TTL_SECONDS: Final = 30.0
 #: Progress (see status.py) waits at most this long, so that one write carries the pod
 #: counts and conditions of a busy second instead of one write per watch event.
 PROGRESS_WRITE_DELAY_SECONDS: Final = 2.0
-#: A ResourceFlavor read for an admission is read again after this long.
-FLAVOR_TTL_SECONDS: Final = 30.0
-#: A job whose Workload names a priority class that does not exist looks again this often.
-MISSING_CLASS_RETRY_SECONDS: Final = 10.0
 
 
 class Writes(Protocol):
-    """The controller's writes: children, prerequisites, status, events (kube.Kube)."""
+    """The controller's writes: children, status, events (kube.Kube). The integrations
+    declare theirs in their modules (integrations/)."""
 
     async def create_pod(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
     async def create_service(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
     async def delete_pod(self, namespace: str, name: str, uid: str) -> bool: ...
     async def delete_service(self, namespace: str, name: str, uid: str) -> bool: ...
-    async def create_deployment(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
-    async def delete_deployment(self, namespace: str, name: str, uid: str) -> bool: ...
-    async def create_network_policy(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
-    async def delete_network_policy(self, namespace: str, name: str, uid: str) -> bool: ...
     async def delete_collection(
         self, namespace: str, plural: str, job_uid: str, keep: Collection[str]
     ) -> list[tuple[str, str]]: ...
     async def delete_job(self, job: JobRef) -> bool: ...
-    async def create_pod_group(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
-    async def patch_pod_group(
-        self, namespace: str, group: PodGroupObservation, patch: Mapping[str, Any]
-    ) -> None: ...
-    async def delete_pod_group(self, namespace: str, group: PodGroupObservation) -> bool: ...
     async def patch_status(
         self,
         job: JobRef,
@@ -99,25 +82,11 @@ class Writes(Protocol):
     ) -> str | None: ...
     async def create_event(self, namespace: str, body: Mapping[str, Any]) -> str: ...
     async def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool: ...
-    async def create_workload(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
-    async def delete_workload(self, namespace: str, workload: WorkloadObservation) -> bool: ...
-    async def patch_workload_status(
-        self, namespace: str, workload: WorkloadObservation, patch: Mapping[str, Any]
-    ) -> None: ...
 
 
-class Reads(Protocol):
-    """The reads the watches do not cover: the ResourceFlavors an admission names, and the
-    priority of a Workload about to be made. They queue with the children's writes, since
-    the job's pods wait on them."""
-
-    async def read_resource_flavor(self, name: str) -> FlavorObservation | None: ...
-    async def read_priority_class(self, kind: str, name: str) -> int | None: ...
-    async def list_priority_classes(self) -> list[PriorityClass]: ...
-
-
-class ApiAccess(Writes, Reads, Protocol):
-    """What the controller asks of the API server beyond its watches (kube.Kube)."""
+class ApiAccess(Writes, Protocol):
+    """What the controller asks of the API server beyond its watches (kube.Kube), the
+    integrations' writes and reads included."""
 
 
 class Clock(Protocol):
@@ -138,12 +107,12 @@ class Caches:
     jobs: Store[JobView]
     pods: Store[PodObservation]
     services: Store[ServiceObservation]
-    #: Kueue's Workloads of queued jobs (queueing.py); empty where Kueue is not installed.
-    workloads: Store[WorkloadObservation] = field(default_factory=Store)
-    #: The PodGroups of gang-scheduled jobs, of both gang schedulers (gang.py).
-    pod_groups: Store[PodGroupObservation] = field(default_factory=Store)
-    #: The Deployments, Services and NetworkPolicies of jobs' TensorBoards (tensorboard.py).
-    tensorboards: Store[BoardObservation] = field(default_factory=Store)
+    #: What each integration's watches show, by the integration's name (integrations/).
+    integrations: Mapping[str, Store[Any]] = field(default_factory=dict)
+
+    def records(self, integration: Integration[Any, Any], key: JobKey) -> list[Any]:
+        store = self.integrations.get(integration.name)
+        return store.get(key) if store is not None else []
 
 
 @dataclass
@@ -159,16 +128,16 @@ class Expectations:
     services: Pending = field(default_factory=Pending)
     #: resourceVersion of the TFJob our last status write replaced.
     replaced_version: str | None = None
-    #: The TensorBoard's children created, by (kind, name), with when (tensorboard.py).
-    created_boards: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: The integrations' children created, by (kind, name), with when (integrations/).
+    created_children: dict[tuple[str, str], float] = field(default_factory=dict)
 
-    def creating_board(self, kind: str, name: str, now: float) -> bool:
-        """False while a create of this TensorBoard child is recent enough that the
-        watch may not show it yet; else records this one."""
-        at = self.created_boards.get((kind, name))
+    def creating_child(self, kind: str, name: str, now: float) -> bool:
+        """False while a create of an integration's child is recent enough that the watch
+        may not show it yet; else records this one."""
+        at = self.created_children.get((kind, name))
         if at is not None and now - at < EXPECTATION_TTL_SECONDS:
             return False
-        self.created_boards[(kind, name)] = now
+        self.created_children[(kind, name)] = now
         return True
 
     def skip_pending(
@@ -177,7 +146,7 @@ class Expectations:
         pods: Iterable[PodObservation],
         services: Iterable[ServiceObservation],
         now: float,
-    ) -> None:
+    ) -> Plan:
         """Forgets what the cache now shows (or what lapsed) and drops writes in flight."""
         lapsed = now - EXPECTATION_TTL_SECONDS
         for pending, seen in (
@@ -188,14 +157,15 @@ class Expectations:
                 del pending.created[name]
         self.pods.deleted &= {p.uid for p in pods if not p.terminating}
         self.services.deleted &= {s.uid for s in services}
-        plan.create_pods = [p for p in plan.create_pods if p.name not in self.pods.created]
-        plan.create_services = [
-            s for s in plan.create_services if s.name not in self.services.created
-        ]
-        plan.delete_pods = [d for d in plan.delete_pods if d.uid not in self.pods.deleted]
-        plan.delete_services = [
-            d for d in plan.delete_services if d.uid not in self.services.deleted
-        ]
+        return dataclasses.replace(
+            plan,
+            create_pods=[p for p in plan.create_pods if p.name not in self.pods.created],
+            create_services=[
+                s for s in plan.create_services if s.name not in self.services.created
+            ],
+            delete_pods=[d for d in plan.delete_pods if d.uid not in self.pods.deleted],
+            delete_services=[d for d in plan.delete_services if d.uid not in self.services.deleted],
+        )
 
 
 class _Gone:
@@ -215,22 +185,21 @@ class Controller:
         clock: Clock | None = None,
         instance: str = "tfjob-operator",
         concurrent_reconciles: int = CONCURRENT_RECONCILES,
-        gangs: GangSchedulers = USUAL_GANG_SCHEDULERS,
+        integrations: Sequence[Integration[Any, Any]] = (),
         invalid_grace_seconds: float = INVALID_POD_GRACE_SECONDS,
-        tensorboard_image: str | None = None,
         served: Callable[[str], None] = lambda _: None,
     ) -> None:
-        """`tensorboard_image` runs the TensorBoards of jobs that name no image. `served`
-        is told the API version of each PodGroup or Workload the operator creates or finds
-        existing: that API is served, and its watch must see it (Watch.recheck)."""
+        """`integrations` are asked and applied in their order (integrations/), their
+        records read from `caches`. `served` is told the API version of each prerequisite
+        (a PodGroup, a Workload) the operator creates or finds existing: that API is served,
+        and its watch must see it (Watch.recheck)."""
+        self.api = api
         self.writes: Writes = api
-        self.reads: Reads = api
         self.served = served
-        self.tensorboard_image = tensorboard_image
+        self.integrations = tuple(integrations)
         self.caches = caches
         self.metrics = metrics
         self.cluster_domain = cluster_domain
-        self.gangs = gangs
         self.invalid_grace_seconds = invalid_grace_seconds
         self.clock = clock or SystemClock()
         self.instance = instance
@@ -243,8 +212,6 @@ class Controller:
         self._progress_since: dict[JobKey, float] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.reconcile_slots = asyncio.Semaphore(concurrent_reconciles)
-        #: ResourceFlavors read for admissions, with when they were read (monotonic).
-        self._flavors: dict[str, tuple[float, FlavorObservation | None]] = {}
 
     def notify(self, key: JobKey) -> None:
         """Something about job `key` changed: make sure it is reconciled soon."""
@@ -283,34 +250,29 @@ class Controller:
         started = time.perf_counter()
         pods = self.caches.pods.get(key)
         services = self.caches.services.get(key)
-        workloads = self.caches.workloads.get(key)
         refusals = self._refusals.setdefault(key, Refusals())
+        observations = [
+            Observation(
+                integration,
+                await integration.observe(
+                    job, self.caches.records(integration, key), self.api, self.clock.monotonic()
+                ),
+            )
+            for integration in self.integrations
+        ]
         plan = decide(
             job,
             pods,
             services,
             self.clock.now(),
             self.cluster_domain,
-            workloads,
-            pod_groups=self.caches.pod_groups.get(key),
-            gangs=self.gangs,
-            flavors=await self._admitted_flavors(job, workloads),
+            observations=observations,
             refusals=list(refusals),
             invalid_grace_seconds=self.invalid_grace_seconds,
         )
-        board = plan_board(
-            job,
-            job.parsed if isinstance(job.parsed, JobSpec) else None,
-            plan.status if plan.status is not None else job.status,
-            self.caches.tensorboards.get(key),
-            self.clock.now(),
-            self.tensorboard_image,
-            self.cluster_domain,
-        )
-        _merge_board(job, plan, board)
-        self._hold_back_while_refused(job, plan, refusals)
-        expected.skip_pending(plan, pods, services, self.clock.monotonic())
-        self._hold_back_progress(key, plan)
+        plan = self._hold_back_while_refused(job, plan, refusals)
+        plan = expected.skip_pending(plan, pods, services, self.clock.monotonic())
+        plan = self._hold_back_progress(key, plan)
         if plan.status is not None:
             written = await self.writes.patch_status(
                 job.ref,
@@ -331,10 +293,15 @@ class Controller:
             self.metrics.job_state(key, job.status.get("state") or "Created")
         for event in plan.events:
             self._record(job, event)
-        await self._apply_workload(job, plan)
-        await self._apply_pod_groups(job, plan)
+        host = _IntegrationHost(self, job, expected)
+        look_again = plan.requeue_after
+        for integration, writes in plan.integration_writes:
+            if integration.stage is not Stage.BESIDE:
+                look_again = soonest(look_again, await integration.apply(job, writes, host))
         await self._apply_children(job, plan, expected, pods, services, refusals)
-        await self._apply_board(job, board, expected)
+        for integration, writes in plan.integration_writes:
+            if integration.stage is Stage.BESIDE:
+                look_again = soonest(look_again, await integration.apply(job, writes, host))
         if plan.delete_job and await self.writes.delete_job(job.ref):
             self._record(
                 job,
@@ -343,8 +310,7 @@ class Controller:
                 ),
             )
         self.metrics.reconcile_seconds.observe(time.perf_counter() - started)
-        plan.look_again_within(refusals.next_retry(self.clock.monotonic()))
-        return plan.requeue_after
+        return soonest(look_again, refusals.next_retry(self.clock.monotonic()))
 
     async def _refuse_name(self, job: JobView, holder: JobRef) -> bool:
         """Fails `job`, whose name `holder` holds; False if its status changed meanwhile."""
@@ -358,34 +324,35 @@ class Controller:
             return True
         return False
 
-    def _hold_back_while_refused(self, job: JobView, plan: Plan, refusals: Refusals) -> None:
+    def _hold_back_while_refused(self, job: JobView, plan: Plan, refusals: Refusals) -> Plan:
         """Creates nothing while a refused child the plan creates again waits for its retry,
         and forgets the refused children it no longer creates. The creates' slow start
         (children.py) stopped at that refusal; it starts again with the retry."""
         creates = (("pod", plan.create_pods), ("service", plan.create_services))
         refusals.keep_only([(kind, c.name) for kind, made in creates for c in made])
         if not refusals:
-            return
+            return plan
         now = self.clock.monotonic()
         if any(
             refusals.backing_off((kind, c.name), job.generation, now)
             for kind, made in creates
             for c in made
         ):
-            plan.create_pods, plan.create_services = [], []
+            return dataclasses.replace(plan, create_pods=[], create_services=[])
+        return plan
 
-    def _hold_back_progress(self, key: JobKey, plan: Plan) -> None:
+    def _hold_back_progress(self, key: JobKey, plan: Plan) -> Plan:
         """Drops a status that only reports progress until it has waited its delay."""
         if plan.status is None:
             self._progress_since.pop(key, None)
-            return
+            return plan
         if plan.status_write is not StatusWrite.PROGRESS:
-            return
+            return plan
         now = self.clock.monotonic()
         wait = self._progress_since.setdefault(key, now) + PROGRESS_WRITE_DELAY_SECONDS - now
         if wait > 0:
-            plan.status = None
-            plan.look_again_within(wait)
+            return dataclasses.replace(plan, status=None).looking_again_within(wait)
+        return plan
 
     def _record(self, job: JobView, event: Event) -> None:
         """Posts an event without waiting for it: events never hold up a decision. A repeat
@@ -415,139 +382,6 @@ class Controller:
                 (logger.debug if quiet else logger.warning)(
                     "could not record event %s: %s", event.reason, error
                 )
-
-    async def _admitted_flavors(
-        self, job: JobView, workloads: Sequence[WorkloadObservation]
-    ) -> dict[str, FlavorObservation]:
-        """The ResourceFlavors the job's admitted Workload names, read at most every
-        FLAVOR_TTL_SECONDS; one that does not exist is left out."""
-        names = {
-            name
-            for w in workloads
-            if w.owner_uid == job.ref.uid and w.admitted and not w.finished
-            for names in w.flavors.values()
-            for name in names
-        }
-        now = self.clock.monotonic()
-        for name in names:
-            read = self._flavors.get(name)
-            if read is None or now - read[0] > FLAVOR_TTL_SECONDS:
-                self._flavors[name] = (now, await self.reads.read_resource_flavor(name))
-        return {name: flavor for name in names if (flavor := self._flavors[name][1]) is not None}
-
-    async def _apply_workload(self, job: JobView, plan: Plan) -> None:
-        """The plan's writes to the job's Kueue Workload (queueing.py)."""
-        namespace = job.ref.namespace
-        for workload, why in plan.workload.delete:
-            if await self.writes.delete_workload(namespace, workload):
-                message = f"Deleted Workload {workload.name}: {why}"
-                self._record(job, Event(NORMAL, "SuccessfulDeleteWorkload", message))
-        if plan.workload.patch_status is not None:
-            workload, patch = plan.workload.patch_status
-            await self.writes.patch_workload_status(namespace, workload, patch)
-        body = plan.workload.create
-        if body is not None:
-            ref = body["spec"].get("priorityClassRef")
-            priority = await self._workload_priority(ref)
-            if priority is None:
-                assert ref is not None
-                message = (
-                    f"{ref['kind']} {ref['name']} does not exist: the job's Workload is made "
-                    "once it does"
-                )
-                self._record(job, Event(WARNING, "FailedCreateWorkload", message))
-                wait = MISSING_CLASS_RETRY_SECONDS
-                plan.look_again_within(wait)
-                return
-            await self._create_prerequisite(
-                job,
-                with_priority(body, priority),
-                self.writes.create_workload,
-                missing="is Kueue installed? The job waits for its Workload",
-                created=(
-                    f"in LocalQueue {body['spec']['queueName']}: the job runs once Kueue admits it"
-                ),
-            )
-
-    async def _workload_priority(
-        self, ref: Mapping[str, str] | None
-    ) -> tuple[Mapping[str, str] | None, int] | None:
-        """The priority of a Workload about to be made, as Kueue reads it for the Workloads
-        it makes: the value of the class `ref` names, else the cluster's default
-        (queueing.default_priority). None if the class named does not exist; a class the
-        operator may not read (a namespaced install) counts 0."""
-        try:
-            if ref is None:
-                return default_priority(await self.reads.list_priority_classes())
-            value = await self.reads.read_priority_class(ref["kind"], ref["name"])
-        except ApiError as error:
-            if error.status != 403:
-                raise
-            return ref, 0
-        return None if value is None else (ref, value)
-
-    async def _apply_pod_groups(self, job: JobView, plan: Plan) -> None:
-        """The plan's PodGroup writes, done before its pods are created (gang.py)."""
-        namespace = job.ref.namespace
-        for group, why in plan.pod_group.delete:
-            if await self.writes.delete_pod_group(namespace, group):
-                message = f"Deleted PodGroup {group.name} ({group.api_version}): {why}"
-                self._record(job, Event(NORMAL, "SuccessfulDeletePodGroup", message))
-        if plan.pod_group.patch is not None:
-            group, patch = plan.pod_group.patch
-            await self.writes.patch_pod_group(namespace, group, patch)
-        body = plan.pod_group.create
-        if body is not None:
-            await self._create_prerequisite(
-                job,
-                body,
-                self.writes.create_pod_group,
-                missing="is its gang scheduler installed? The job's pods wait for their PodGroup",
-                created=f"for its {body['spec']['minMember']} pods: they are placed together",
-            )
-
-    async def _apply_board(self, job: JobView, board: BoardPlan, expected: Expectations) -> None:
-        """The TensorBoard's deletions, then its creations (tensorboard.py). A create the
-        API server refuses (no role for Deployments, a quota) is an event, not a failed
-        reconcile: the job runs on, and the next reconcile tries again."""
-        namespace = job.ref.namespace
-        writes = {
-            "Deployment": (self.writes.create_deployment, self.writes.delete_deployment),
-            "Service": (self.writes.create_service, self.writes.delete_service),
-            "NetworkPolicy": (
-                self.writes.create_network_policy,
-                self.writes.delete_network_policy,
-            ),
-        }
-        for child in board.delete:
-            expected.created_boards.pop((child.kind, child.name), None)
-            deleted = await writes[child.kind][1](namespace, child.name, child.uid)
-            if deleted and child.kind == "Deployment":
-                message = f"Removed TensorBoard {child.name}: {board.why}"
-                self._record(job, Event(NORMAL, "TensorBoardRemoved", message))
-        for body in board.create:
-            kind, name = body["kind"], body["metadata"]["name"]
-            if not expected.creating_board(kind, name, self.clock.monotonic()):
-                continue
-            try:
-                created = await writes[kind][0](namespace, body)
-            except ApiError as error:
-                expected.created_boards.pop((kind, name), None)
-                if error.namespace_terminating:
-                    return
-                message = f"could not create the TensorBoard's {kind} {name}: {error}"
-                self._record(job, Event(WARNING, "FailedCreateTensorBoard", message))
-                if not error.refused:
-                    raise
-                logger.warning("tfjob %s/%s: %s", namespace, job.ref.name, message)
-                continue
-            if created and kind == "Deployment" and board.status is not None:
-                message = (
-                    f"Created TensorBoard {name}: it reads {board.status['logDir']} and serves "
-                    f"at {board.status['url']} (`tfjob-operator tensorboard {job.ref.name}` "
-                    "forwards a local port to it)"
-                )
-                self._record(job, Event(NORMAL, "TensorBoardCreated", message))
 
     async def _create_prerequisite(
         self,
@@ -681,6 +515,40 @@ class _ChildrenHost:
         return await self.controller.writes.delete_collection(ref.namespace, plural, ref.uid, keep)
 
 
+class _IntegrationHost:
+    """The controller, for one job's integrations' writes (integrations/base.Host)."""
+
+    def __init__(self, controller: Controller, job: JobView, expected: Expectations) -> None:
+        self.controller = controller
+        self.job = job
+        self.expected = expected
+
+    @property
+    def api(self) -> Any:
+        return self.controller.api
+
+    def record(self, event: Event) -> None:
+        self.controller._record(self.job, event)
+
+    def creating(self, kind: str, name: str) -> bool:
+        return self.expected.creating_child(kind, name, self.controller.clock.monotonic())
+
+    def forget_create(self, kind: str, name: str) -> None:
+        self.expected.created_children.pop((kind, name), None)
+
+    async def create_prerequisite(
+        self,
+        body: Mapping[str, Any],
+        create: Callable[[str, Mapping[str, Any]], Awaitable[bool]],
+        *,
+        missing: str,
+        created: str,
+    ) -> None:
+        await self.controller._create_prerequisite(
+            self.job, body, create, missing=missing, created=created
+        )
+
+
 class _JobWorker:
     """Reconciles one job whenever woken, or when its next deadline comes."""
 
@@ -740,19 +608,3 @@ class _JobWorker:
             if isinstance(outcome, _Gone):
                 return
             delay = outcome
-
-
-def _merge_board(job: JobView, plan: Plan, board: BoardPlan) -> None:
-    """Puts the TensorBoard's status, events and next look into the job's plan."""
-    status = plan.status if plan.status is not None else job.status
-    if status.get("tensorboard") != board.status:
-        merged = {k: v for k, v in status.items() if k != "tensorboard"}
-        if board.status is not None:
-            merged["tensorboard"] = board.status
-        plan.status = merged
-        if board.events and plan.status_write is StatusWrite.PROGRESS:
-            # The status records what the events report: written with them at once, or
-            # the next reconcile, reading the old status, would report it again.
-            plan.status_write = StatusWrite.TRANSITION
-    plan.events += board.events
-    plan.look_again_within(board.requeue_after)

@@ -1,8 +1,9 @@
 """The controller's decisions for one TFJob, as a pure function of what it observes.
 
 `decide` takes the TFJob (spec and the status the operator persisted), the job's pods and
-services from the watch cache, and the time; it returns a Plan: the new status, the children
-to create and delete, the events to record, and when to look again. Nothing here talks to
+services from the watch cache, what each integration observed of it (integrations/), and
+the time; it returns a frozen Plan: the new status, the children to create and delete, the
+events to record, each integration's writes, and when to look again. Nothing here talks to
 the API, so every transition is unit-tested without a cluster.
 
 Restart safety rests on three rules:
@@ -16,6 +17,7 @@ Restart safety rests on three rules:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,40 +25,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from . import conditions as cond
-from . import gang as gang_scheduling
 from . import status as status_of
-from .api import (
-    KUEUE_PRIORITY_CLASS_LABEL,
-    KUEUE_QUEUE_LABEL,
-    TFJOB_DEV,
-    ConditionType,
-    JobRef,
-    ReplicaType,
-    TFJobApi,
-)
 from .api import CleanPodPolicy as Clean
+from .api import ConditionType, JobRef, ReplicaType
 from .events import NORMAL, WARNING, Event
 from .failure_policy import is_retryable, past_backoff_limit, restart_group
-from .gates import Gate, Passage
+from .integrations.base import Gate, Integration, Observation, Outcome, Stage
+from .job_view import JobView
 from .limits import INVALID_POD_GRACE_SECONDS
-from .observe import (
-    Failure,
-    FlavorObservation,
-    PodGroupObservation,
-    PodObservation,
-    ServiceObservation,
-    WorkloadObservation,
-)
-from .queueing import (
-    WorkloadWrites,
-    admission,
-    finished_status,
-    on_operators_route,
-    withdrawn,
-)
+from .observe import Failure, PodObservation, ServiceObservation
 from .refusals import Refusal
 from .render import render_pod, render_service
-from .spec import REPLICA_ORDER, InvalidSpec, JobSpec, Replica, parse_spec
+from .spec import REPLICA_ORDER, InvalidSpec, JobSpec, Replica
 from .success_policy import leader_succeeded
 from .tfconfig import JobConfigs, job_configs
 from .timeutil import from_rfc3339, to_rfc3339
@@ -66,51 +46,6 @@ NAME_TAKEN = "NameTaken"
 #: Running=False once nothing keeps the job's pods from running any more (an image found,
 #: a refused pod accepted), until they all run.
 REPLICAS_STARTING = "ReplicasStarting"
-
-
-@dataclass(frozen=True)
-class JobView:
-    """The parts of a TFJob object the decision reads."""
-
-    ref: JobRef
-    resource_version: str
-    generation: int
-    deleting: bool
-    spec: Mapping[str, Any]
-    status: Mapping[str, Any]
-    #: metadata.creationTimestamp: of two TFJobs of one name, the older holds the name.
-    created: str = ""
-    #: The Kueue LocalQueue the job is queued in (KUEUE_QUEUE_LABEL), if any.
-    queue: str | None = None
-    #: The WorkloadPriorityClass its Workload takes (KUEUE_PRIORITY_CLASS_LABEL), if any.
-    priority_class: str | None = None
-    annotations: Mapping[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_body(cls, body: Mapping[str, Any], api: TFJobApi = TFJOB_DEV) -> JobView:
-        metadata = body.get("metadata") or {}
-        labels = metadata.get("labels") or {}
-        return cls(
-            ref=JobRef(metadata["namespace"], metadata["name"], metadata["uid"], api),
-            created=str(metadata.get("creationTimestamp") or ""),
-            queue=labels.get(KUEUE_QUEUE_LABEL),
-            priority_class=labels.get(KUEUE_PRIORITY_CLASS_LABEL),
-            annotations=metadata.get("annotations") or {},
-            resource_version=str(metadata.get("resourceVersion") or ""),
-            generation=int(metadata.get("generation") or 0),
-            deleting=metadata.get("deletionTimestamp") is not None,
-            spec=body.get("spec") or {},
-            status=body.get("status") or {},
-        )
-
-    @functools.cached_property
-    def parsed(self) -> JobSpec | InvalidSpec:
-        """The spec, parsed once per version of the object: a job is decided again at
-        every change of its pods, far more often than the job itself changes."""
-        try:
-            return parse_spec(self.ref.name, self.spec)
-        except InvalidSpec as error:
-            return error
 
 
 @dataclass(frozen=True)
@@ -136,8 +71,10 @@ class Creation:
     render: Callable[[], dict[str, Any]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
+    """What one decision does; the controller applies it as it is."""
+
     status: dict[str, Any] | None = None
     create_pods: list[Creation] = field(default_factory=list)
     delete_pods: list[Deletion] = field(default_factory=list)
@@ -148,24 +85,29 @@ class Plan:
     requeue_after: float | None = None
     #: ttlSecondsAfterFinished has passed: delete the TFJob.
     delete_job: bool = False
-    #: The writes of the job's PodGroups (gang.py); one is created before any pod.
-    pod_group: gang_scheduling.PodGroupWrites = field(
-        default_factory=gang_scheduling.PodGroupWrites
-    )
-    #: The writes of the job's Kueue Workload (queueing.py).
-    workload: WorkloadWrites = field(default_factory=WorkloadWrites)
+    #: Each integration's writes (integrations/base.py: `settle`), in the integrations'
+    #: order; one that has nothing to write is absent.
+    integration_writes: tuple[tuple[Integration[Any, Any], Any], ...] = ()
     #: Restarts of the job this decision counted (written to the status first).
     restarts: int = 0
     #: How soon the new status is written: a decision before any child is touched, ahead of
     #: other jobs' writes; progress a moment later (status.py).
     status_write: status_of.StatusWrite = status_of.StatusWrite.PROGRESS
 
-    def look_again_within(self, seconds: float | None) -> None:
-        """Decide again at most `seconds` from now: the soonest of every reason to (None:
-        no reason)."""
-        if seconds is not None:
-            current = self.requeue_after
-            self.requeue_after = seconds if current is None else min(current, seconds)
+    def writes_of(self, name: str) -> Any | None:
+        """The writes of the integration called `name`, if it has any."""
+        return next((w for i, w in self.integration_writes if i.name == name), None)
+
+    def looking_again_within(self, seconds: float | None) -> Plan:
+        """The plan, deciding again at most `seconds` from now (None: no new reason)."""
+        return dataclasses.replace(self, requeue_after=soonest(self.requeue_after, seconds))
+
+
+def soonest(current: float | None, seconds: float | None) -> float | None:
+    """The sooner of two times to look again; None is no reason to."""
+    if seconds is None:
+        return current
+    return seconds if current is None else min(current, seconds)
 
 
 def decide(
@@ -174,19 +116,15 @@ def decide(
     services: Sequence[ServiceObservation],
     now: datetime,
     cluster_domain: str | None = None,
-    workloads: Sequence[WorkloadObservation] = (),
     *,
-    pod_groups: Sequence[PodGroupObservation] = (),
-    gangs: gang_scheduling.GangSchedulers = gang_scheduling.USUAL_GANG_SCHEDULERS,
-    flavors: Mapping[str, FlavorObservation] | None = None,
+    observations: Sequence[Observation] = (),
     refusals: Sequence[Refusal] = (),
     invalid_grace_seconds: float = INVALID_POD_GRACE_SECONDS,
 ) -> Plan:
-    """`workloads` are Kueue's Workloads of the job's name, for a job queued in Kueue, and
-    `flavors` the ResourceFlavors they were admitted to; `pod_groups` the PodGroups of its
-    name, and `gangs` the operator's gang schedulers. `refusals` are the API server's
-    refusals of the job's children (refusals.py): one refused as invalid fails the job once
-    it has lasted `invalid_grace_seconds`."""
+    """`observations` are what each integration observed of the job (integrations/base.py),
+    in the integrations' order. `refusals` are the API server's refusals of the job's
+    children (refusals.py): one refused as invalid fails the job once it has lasted
+    `invalid_grace_seconds`."""
     if job.deleting:
         return Plan()
     return _Decision(
@@ -195,10 +133,7 @@ def decide(
         services,
         now,
         cluster_domain,
-        workloads=workloads,
-        pod_groups=pod_groups,
-        gangs=gangs,
-        flavors=flavors or {},
+        observations=observations,
         refusals=refusals,
         invalid_grace=timedelta(seconds=invalid_grace_seconds),
     ).run()
@@ -236,10 +171,7 @@ class _Decision:
         now: datetime,
         cluster_domain: str | None,
         *,
-        workloads: Sequence[WorkloadObservation] = (),
-        pod_groups: Sequence[PodGroupObservation] = (),
-        gangs: gang_scheduling.GangSchedulers = gang_scheduling.USUAL_GANG_SCHEDULERS,
-        flavors: Mapping[str, FlavorObservation] | None = None,
+        observations: Sequence[Observation] = (),
         refusals: Sequence[Refusal] = (),
         invalid_grace: timedelta = timedelta(seconds=INVALID_POD_GRACE_SECONDS),
     ) -> None:
@@ -267,22 +199,19 @@ class _Decision:
         }
         self.start_time: str | None = old.get("startTime")
         self.completion_time: str | None = old.get("completionTime")
+        #: The plan's lists fill as the decision goes; the rest is set once it is done.
         self.plan = Plan()
-        #: The job's Kueue Workloads, and the ResourceFlavors they were admitted to.
-        self.workloads = [w for w in workloads if w.owner_uid == job.ref.uid]
-        self.flavors: Mapping[str, FlavorObservation] = flavors or {}
-        #: Why Kueue has not admitted the job, if it is queued and Kueue said.
-        self.not_admitted = next((w.not_admitted for w in self.workloads), None)
-        #: Queued in Kueue with the operator as its job controller (queueing.py).
-        self.queued_here = job.queue is not None and on_operators_route(job.ref.api, self.workloads)
-        #: The gates the pods passed (gates.py); each adds what it must to a pod.
+        self.requeue_after: float | None = None
+        self.restarts = 0
+        self.delete_job = False
+        self.integration_writes: list[tuple[Integration[Any, Any], Any]] = []
+        self.observations = list(observations)
+        #: The integrations' gates asked in this decision, by integration name.
+        self.gates: dict[str, Gate[Any]] = {}
+        #: The gates the pods passed (integrations/base.py); each adds what it must to a pod.
         self.passed: list[Gate[Any]] = []
         #: Replicas whose pods this decision creates.
         self.creating: list[Replica] = []
-        self.pod_groups = list(pod_groups)
-        self.gangs = gangs
-        #: The job's gang, once the spec is known to have one.
-        self.gang: gang_scheduling.Gang | None = None
         #: The API server's refusals of children rendered from this spec (refusals.py).
         self.refusals = [r for r in refusals if r.generation == job.generation]
         self.invalid_grace = invalid_grace
@@ -296,25 +225,22 @@ class _Decision:
             return self._invalid(spec)
         if cond.is_finished(self.conditions):
             self._clean_up(spec.run_policy.clean_pod_policy, finished=True)
-            self._finish_workload()
             self._expire(spec)
             return self._plan_with_status(spec)
         configs = job_configs(self.ref.name, self.ref.namespace, spec, self.cluster_domain)
         oversized = configs.oversized()
         if oversized is not None:
             return self._invalid(InvalidSpec([oversized]))
-        try:
-            self.gang = gang_scheduling.job_gang(spec, self.gangs)
-        except InvalidSpec as error:
-            return self._invalid(error)
+        for seen in self.observations:
+            error = seen.integration.check(self.job, spec, seen.observed)
+            if error is not None:
+                return self._invalid(error)
         if spec.run_policy.suspend:
-            if self.queued_here:
-                self.plan.workload.delete = withdrawn(self.workloads, "the TFJob is suspended")
             return self._suspend(spec)
-        if self.queued_here:
-            queue = self._queue_gate(spec)
-            if not queue.open:
-                return self._suspend(spec, queue)
+        for seen in self._at(Stage.JOB):
+            queue = self._gate(spec, seen)
+            if queue is not None and not queue.open:
+                return self._suspend(spec)
         if cond.is_true(self.conditions, ConditionType.SUSPENDED):
             self._set(
                 ConditionType.SUSPENDED, False, "TFJobResumed", f"TFJob {self._id} is resumed."
@@ -405,11 +331,12 @@ class _Decision:
         refused = self._refused(desired)
         if refused and self._fail_if_refused_for_good(spec, refused[0]):
             return self._plan_with_status(spec)
-        gang = gang_scheduling.gate(self.ref, self.gang, self.pod_groups)
-        self.plan.pod_group = gang.writes
-        if gang.open:
-            self.passed.append(gang)
-        self._create_missing(spec, configs, desired, current, stale, pods_wait=not gang.open)
+        closed = [
+            gate
+            for seen in self._at(Stage.PODS)
+            if (gate := self._gate(spec, seen)) is not None and not gate.open
+        ]
+        self._create_missing(spec, configs, desired, current, stale, pods_wait=bool(closed))
         self._report_progress(spec, desired, current, stale, refused)
         return self._plan_with_status(spec)
 
@@ -490,7 +417,7 @@ class _Decision:
             return False
         remaining = (self._refusal_deadline(refusal) - self.now).total_seconds()
         if remaining > 0:
-            self.plan.look_again_within(remaining)
+            self._look_again_within(remaining)
             return False
         seconds = self.invalid_grace.total_seconds()
         self._fail(
@@ -552,7 +479,7 @@ class _Decision:
             )
             return None
         self.restart_count += 1
-        self.plan.restarts += 1
+        self.restarts += 1
         for replica in group:
             self.generations[replica.key] = self.generations.get(replica.key, 0) + 1
         for replica_type in {r.type.value for r in group}:
@@ -564,68 +491,93 @@ class _Decision:
         self._event(WARNING, "TFJobRestarting", message)
         return group
 
-    def _suspend(self, spec: JobSpec, queue: Gate[WorkloadWrites] | None = None) -> Plan:
-        """Suspended by its spec, or `queue`, Kueue's gate, is closed."""
+    def _suspend(self, spec: JobSpec) -> Plan:
+        """Suspended by its spec, or the gate of an integration that holds the job (a
+        queue's) is closed: that integration says why, in its words."""
         for pod in self.pods:
             self._delete_pod(pod, "the TFJob is suspended")
         for service in self.services:
             self._delete_service(service, "the TFJob is suspended")
-        message = f"TFJob {self._id} is suspended."
-        if queue is not None and queue.passage is Passage.EVICTED:
-            message = (
-                f"TFJob {self._id} is suspended: Kueue took its admission back "
-                f"({queue.why}); it is queued again once its pods are gone."
-            )
-        elif self.job.queue and not (self.queued_here and spec.run_policy.suspend):
-            message = (
-                f"TFJob {self._id} is suspended: queued in Kueue's LocalQueue "
-                f"{self.job.queue} until it is admitted."
-            )
-            if self.not_admitted:
-                message += f" Kueue: {self.not_admitted}"
+        message = next(
+            (
+                why
+                for seen in self._at(Stage.JOB)
+                if (
+                    why := seen.integration.suspended_why(
+                        self.job, spec, seen.observed, self.gates.get(seen.integration.name)
+                    )
+                )
+                is not None
+            ),
+            f"TFJob {self._id} is suspended.",
+        )
         if not cond.is_true(self.conditions, ConditionType.SUSPENDED):
             self._event(NORMAL, "TFJobSuspended", "Suspended: deleting pods and services")
         # The message follows Kueue's as it changes; its transition time stays.
         self._set(ConditionType.SUSPENDED, True, "TFJobSuspended", message)
         return self._plan_with_status(spec)
 
-    # -- Kueue (queueing.py) ------------------------------------------------------------------
+    # -- integrations (integrations/) ------------------------------------------------------
 
-    def _queue_gate(self, spec: JobSpec) -> Gate[WorkloadWrites]:
-        """Kueue's gate for the queued job's pods (queueing.admission); the plan takes the
-        Workload writes that lead through it."""
-        assert self.job.queue is not None
-        gate = admission(
-            self.ref,
-            spec,
-            self.job.queue,
-            self.job.priority_class,
-            self.workloads,
-            self.flavors,
-            pods_exist=bool(self.pods),
-            now=self.now_text,
+    def _at(self, stage: Stage) -> list[Observation]:
+        return [seen for seen in self.observations if seen.integration.stage is stage]
+
+    def _gate(self, spec: JobSpec, seen: Observation) -> Gate[Any] | None:
+        """The integration's gate for the job, if it holds it; an open one dresses the pods
+        this decision creates."""
+        gate = seen.integration.gate(
+            self.job, spec, seen.observed, pods_exist=bool(self.pods), now=self.now_text
         )
-        self.plan.workload = gate.writes
-        if gate.open:
-            self.passed.append(gate)
-        elif gate.passage is Passage.WAITING:
-            self.not_admitted = gate.why or self.not_admitted
+        if gate is not None:
+            self.gates[seen.integration.name] = gate
+            if gate.open:
+                self.passed.append(gate)
         return gate
 
-    def _finish_workload(self) -> None:
-        """Marks the finished job's Workload Finished, which gives its quota back."""
-        workload = next((w for w in self.workloads if not w.finished), None)
-        if workload is None or not self.queued_here:
-            return
+    def _status_fields(self) -> set[str]:
+        """The fields of the status the integrations own."""
+        return {
+            field_name
+            for seen in self.observations
+            if (field_name := seen.integration.status_field) is not None
+        }
+
+    def _settle(self, spec: JobSpec | None, status: dict[str, Any]) -> list[Event]:
+        """Each integration's part, once the job's status is decided: its writes, its field
+        of `status`, and its events (returned: they are not the job's transitions)."""
+        finished = cond.is_finished(self.conditions)
         succeeded = cond.is_true(self.conditions, ConditionType.SUCCEEDED)
-        outcome = cond.find(
+        ending = cond.find(
             self.conditions, ConditionType.SUCCEEDED if succeeded else ConditionType.FAILED
         )
-        message = str((outcome or {}).get("message") or "")
-        self.plan.workload.patch_status = (
-            workload,
-            finished_status(workload, succeeded, message, self.now_text),
+        outcome = Outcome(
+            status=status,
+            finished=finished,
+            succeeded=succeeded,
+            suspended=cond.is_true(self.conditions, ConditionType.SUSPENDED),
+            suspended_by_spec=not finished and spec is not None and spec.run_policy.suspend,
+            message=str((ending or {}).get("message") or "") if finished else "",
+            now=self.now,
         )
+        events: list[Event] = []
+        for seen in self.observations:
+            integration = seen.integration
+            settled = integration.settle(
+                self.job, spec, seen.observed, outcome, self.gates.get(integration.name)
+            )
+            field_name = integration.status_field
+            if field_name is not None and field_name in self.old_status:
+                status[field_name] = self.old_status[field_name]
+            if settled is None:
+                continue
+            self.integration_writes.append((integration, settled.writes))
+            if field_name is not None:
+                status.pop(field_name, None)
+                if settled.status is not None:
+                    status[field_name] = dict(settled.status)
+            events += settled.events
+            self._look_again_within(settled.requeue_after)
+        return events
 
     def _fail_if_past_deadline(self, spec: JobSpec) -> bool:
         deadline = spec.run_policy.active_deadline_seconds
@@ -633,7 +585,7 @@ class _Decision:
             return False
         remaining = deadline - (self.now - from_rfc3339(self.start_time)).total_seconds()
         if remaining > 0:
-            self.plan.look_again_within(remaining)
+            self._look_again_within(remaining)
             return False
         self._fail(
             spec,
@@ -648,9 +600,9 @@ class _Decision:
             return
         remaining = ttl - (self.now - from_rfc3339(self.completion_time)).total_seconds()
         if remaining <= 0:
-            self.plan.delete_job = True
+            self.delete_job = True
         else:
-            self.plan.look_again_within(remaining)
+            self._look_again_within(remaining)
 
     # -- children -----------------------------------------------------------------------------
 
@@ -690,7 +642,6 @@ class _Decision:
                 self.generations.get(key, 0),
                 self.cluster_domain,
                 configs,
-                self.gang,
                 gates,
             )
             self.plan.create_pods.append(Creation(name, render))
@@ -780,25 +731,23 @@ class _Decision:
             for key in sorted(current)
             if current[key].waiting_reason is not None and current[key].active
         ]
-        gang_says = gang_scheduling.why_waiting(self.ref, self.gang, self.pod_groups)
-        if gang_says is not None:
-            reason, message, series = gang_scheduling.GANG_UNSCHEDULABLE, gang_says, "gang"
-        elif waiting:
+        said: tuple[str, str] | None = None
+        if waiting:
             key, pod = waiting[0]
             reason = pod.waiting_reason or "Pending"
             message = f"{key} is {'pending' if pod.phase == 'Pending' else 'waiting'}: {reason}"
             if pod.waiting_message:
                 message += f": {pod.waiting_message}"
-            series = key
-        else:
+            said, series = (reason, message), key
+        for seen in self._at(Stage.PODS):
+            own = seen.integration.pods_wait_why(self.job, seen.observed, said)
+            if own is not None:
+                said, series = own, seen.integration.name
+                break
+        if said is None:
             self._starting()
             return
-        if self.gang is not None and reason in (
-            "Unschedulable",
-            gang_scheduling.GANG_UNSCHEDULABLE,
-        ):
-            reason = gang_scheduling.GANG_UNSCHEDULABLE
-            message = self.gang.cannot_place(self.ref.name, message)
+        reason, message = said
         # An event on the transition only: the message follows whichever pod the scheduler
         # reported on last, and must not repeat the event each time. The kubelet's reasons
         # alternate (ErrImagePull, ImagePullBackOff): each one's events of a replica are one
@@ -821,14 +770,8 @@ class _Decision:
         )
 
     def _plan_with_status(self, spec: JobSpec | None) -> Plan:
-        """Builds the status; it goes into the plan only if something in it changed."""
-        self.plan.pod_group.delete = gang_scheduling.released(
-            self.ref,
-            self.gang,
-            self.pod_groups,
-            finished=cond.is_finished(self.conditions),
-            suspended=cond.is_true(self.conditions, ConditionType.SUSPENDED),
-        )
+        """Builds the status, with each integration's part; it goes into the plan only if
+        something in it changed."""
         replicas = status_of.replica_statuses(
             self.ref,
             list(spec.replica_specs) if spec else [],
@@ -851,21 +794,38 @@ class _Decision:
             status["startTime"] = self.start_time
         if self.completion_time:
             status["completionTime"] = self.completion_time
-        status.update(
-            {k: self.old_status[k] for k in status_of.INTEGRATION_FIELDS if k in self.old_status}
-        )
         previous = {k: v for k, v in self.old_status.items() if k != "lastReconcileTime"}
+        new_status: dict[str, Any] | None = None
+        write = status_of.StatusWrite.PROGRESS
+        own = {k: v for k, v in previous.items() if k not in self._status_fields()}
+        reconciled = status != own
+        beside = self._settle(spec, status)
         if status != previous:
-            status["lastReconcileTime"] = self.now_text
-            self.plan.status = status
+            # The job's own fields changed: a reconcile to record. An integration's field
+            # alone goes in a patch of its own.
+            last = self.now_text if reconciled else self.old_status.get("lastReconcileTime")
+            if last is not None:
+                status["lastReconcileTime"] = last
+            new_status = status
             # An event reports a transition the status records: written with it, or the
             # next decision, reading the old status, would report it again.
-            self.plan.status_write = (
+            write = (
                 status_of.StatusWrite.DECISION
                 if self.plan.events
                 else status_of.status_write(previous, status)
             )
-        return self.plan
+            if beside and write is status_of.StatusWrite.PROGRESS:
+                write = status_of.StatusWrite.TRANSITION
+        self.plan.events.extend(beside)
+        return dataclasses.replace(
+            self.plan,
+            status=new_status,
+            requeue_after=self.requeue_after,
+            delete_job=self.delete_job,
+            integration_writes=tuple(self.integration_writes),
+            restarts=self.restarts,
+            status_write=write,
+        )
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -889,6 +849,10 @@ class _Decision:
             self.conditions, kind, status, reason, message, self.now_text, since
         )
 
+    def _look_again_within(self, seconds: float | None) -> None:
+        """Decide again at most `seconds` from now: the soonest of every reason to."""
+        self.requeue_after = soonest(self.requeue_after, seconds)
+
     def _event(self, kind: str, reason: str, message: str, series: str = "") -> None:
         self.plan.events.append(Event(kind, reason, message, series))
 
@@ -900,11 +864,10 @@ def _dressed_pod(
     generation: int,
     cluster_domain: str | None,
     configs: JobConfigs,
-    gang: gang_scheduling.Gang | None,
     gates: Sequence[Gate[Any]],
 ) -> dict[str, Any]:
     """The replica's pod with what each gate it passed adds to it."""
-    pod = render_pod(job, spec, replica, generation, cluster_domain, configs, gang)
+    pod = render_pod(job, spec, replica, generation, cluster_domain, configs)
     for gate in gates:
         gate.dress(pod, replica)
     return pod

@@ -49,7 +49,8 @@ logger = logging.getLogger(__name__)
 
 JSON: Final = "application/json"
 MERGE_PATCH: Final = "application/merge-patch+json"
-#: Deployments' and NetworkPolicies' groups and versions (TensorBoards, tensorboard.py).
+#: Deployments' and NetworkPolicies' groups and versions (TensorBoards,
+#: integrations/tensorboard.py).
 APPS: Final = "/apis/apps/v1"
 NETWORKING: Final = "/apis/networking.k8s.io/v1"
 #: Where the classes a Kueue Workload's priority comes from are read, by kind.
@@ -532,6 +533,21 @@ class Kube:
             return False
         raise_for(status, f"patch event {namespace}/{name}", payload)
         return True
+
+    async def create_object(
+        self, namespace: str, group_path: str, plural: str, body: Mapping[str, Any]
+    ) -> bool:
+        """Any namespaced object an integration makes (integrations/): True if created,
+        False if one of that name already exists."""
+        return await self._create(namespace, plural, body, group_path)
+
+    async def delete_object(
+        self, namespace: str, group_path: str, plural: str, name: str, uid: str
+    ) -> bool:
+        """Deletes the object of that name if it is still the one of `uid`: True if this
+        call started the deletion."""
+        collection = collection_path(namespace, plural, group_path)
+        return await self._delete(collection, name, uid, plural[:-1])
 
     async def _create(
         self, namespace: str, plural: str, body: Mapping[str, Any], group_path: str = "/api/v1"

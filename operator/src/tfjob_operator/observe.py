@@ -109,7 +109,7 @@ class ServiceObservation:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadObservation:
-    """What Kueue's Workload of a job says of its admission (queueing.py)."""
+    """What Kueue's Workload of a job says of its admission (integrations/kueue.py)."""
 
     name: str
     uid: str
@@ -132,7 +132,8 @@ class WorkloadObservation:
     #: The pod sets admitted with a topology assignment (Kueue places their pods).
     topology_assigned: frozenset[str] = frozenset()
     conditions: tuple[Mapping[str, Any], ...] = ()
-    #: Made by the operator (queueing.py), not by Kueue's own integration of the job's API.
+    #: Made by the operator (integrations/kueue.py), not by Kueue's own integration of the
+    #: job's API.
     made_here: bool = False
 
 
@@ -202,7 +203,7 @@ def observe_flavor(body: Mapping[str, Any]) -> FlavorObservation:
 
 @dataclass(frozen=True, slots=True)
 class PodGroupObservation:
-    """A gang scheduler's PodGroup of a job (gang.py)."""
+    """A gang scheduler's PodGroup of a job (integrations/gang.py)."""
 
     name: str
     uid: str

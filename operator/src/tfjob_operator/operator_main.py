@@ -11,45 +11,37 @@ back as a candidate.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import signal
 import socket
 import ssl
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from .api import (
-    KUEUE_JOB_UID_LABEL,
-    KUEUE_WORKLOADS_PATH,
     LABEL_JOB_NAME,
-    LABEL_TENSORBOARD_OF,
     PLURAL,
     TFJobApi,
     reconciles,
 )
 from .connection import load_connection
 from .controller import Caches, Controller
-from .decide import JobView
 from .endpoints import Endpoints
-from .gang import POD_GROUP_APIS, GangSchedulers
-from .kube import APPS, NETWORKING, ApiServerClient, Kube
+from .integrations import Settings, integrations
+from .integrations.gang import GangSchedulers
+from .job_view import JobView
+from .kube import ApiServerClient, Kube
 from .leader import LEASES_PATH, Election, Elector, LeaseRecord
 from .limits import INVALID_POD_GRACE_SECONDS
 from .metrics import Metrics
 from .metrics_access import MetricsGuard
 from .observe import (
-    WorkloadObservation,
     observe_pod,
-    observe_pod_group,
     observe_service,
-    observe_workload,
 )
-from .tensorboard import observe_board
-from .watchcache import JobKey, Resource, Store, Watch
+from .watchcache import JobKey, Resource, Store, Watch, child_reader
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 def job_reader(
@@ -66,32 +58,6 @@ def job_reader(
         return job.ref.uid, (job.ref.namespace, job.ref.name), job
 
     return read
-
-
-def child_reader(
-    observe: Callable[[Mapping[str, Any]], T], label: str = LABEL_JOB_NAME
-) -> Callable[[Mapping[str, Any]], tuple[str, JobKey, T] | None]:
-    """Reads a child of a job (a pod, a service, a PodGroup, a TensorBoard's Deployment or
-    Service) into its record, filed under the job its `label` names."""
-
-    def read(body: Mapping[str, Any]) -> tuple[str, JobKey, T] | None:
-        metadata = body["metadata"]
-        job_name = (metadata.get("labels") or {}).get(label)
-        if job_name is None:
-            return None
-        return metadata["uid"], (metadata["namespace"], job_name), observe(body)
-
-    return read
-
-
-def read_workload(body: Mapping[str, Any]) -> tuple[str, JobKey, WorkloadObservation] | None:
-    """Reads a Kueue Workload into its record, filed under the TFJob that owns it."""
-    metadata = body["metadata"]
-    owner = next((r for r in metadata.get("ownerReferences") or [] if r.get("controller")), None)
-    if owner is None or owner.get("kind") != "TFJob":
-        return None
-    key = (metadata["namespace"], owner["name"])
-    return metadata["uid"], key, observe_workload(body)
 
 
 def lease_watch(api: ApiServerClient, election: Election, elector: Elector) -> Watch[LeaseRecord]:
@@ -159,13 +125,12 @@ async def run_operator(
             api, election.namespace, election.lease, election.identity, election.timings, metrics
         )
         api.fence = elector.write_deadline
+    enabled = integrations(Settings(gangs, tensorboard_image, cluster_domain))
     caches = Caches(
         jobs=Store(),
         pods=Store(),
         services=Store(),
-        workloads=Store(),
-        pod_groups=Store(),
-        tensorboards=Store(),
+        integrations={integration.name: Store() for integration in enabled},
     )
     watches: list[Watch[Any]] = []
 
@@ -181,9 +146,8 @@ async def run_operator(
         cluster_domain,
         instance=f"tfjob-operator@{socket.gethostname()}",
         concurrent_reconciles=concurrent_reconciles,
-        gangs=gangs,
+        integrations=enabled,
         invalid_grace_seconds=invalid_grace_seconds,
-        tensorboard_image=tensorboard_image,
         served=served,
     )
     gate = _StartGate(controller)
@@ -218,37 +182,20 @@ async def run_operator(
                 gate.changed,
             ),
         ]
-        # PodGroups of gang-scheduled jobs: a gang scheduler's CRD may not be installed.
+        # What each integration watches (integrations/): another project's resources may
+        # not be served (their watches are optional).
         watches += [
             Watch(
                 api,
-                Resource("podgroups", group.path, LABEL_JOB_NAME, optional=True),
+                watched.resource,
                 scope,
-                caches.pod_groups,
-                child_reader(observe_pod_group),
+                caches.integrations[integration.name],
+                watched.read,
                 gate.changed,
             )
-            for group in POD_GROUP_APIS
+            for integration in enabled
+            for watched in integration.watches()
         ]
-        # The Deployments, Services and NetworkPolicies of jobs' TensorBoards (tensorboard.py).
-        watches += [
-            Watch(
-                api,
-                Resource(plural, group_path, LABEL_TENSORBOARD_OF),
-                scope,
-                caches.tensorboards,
-                child_reader(functools.partial(observe_board, kind), LABEL_TENSORBOARD_OF),
-                gate.changed,
-            )
-            for plural, group_path, kind in (
-                ("deployments", APPS, "Deployment"),
-                ("services", "/api/v1", "Service"),
-                ("networkpolicies", NETWORKING, "NetworkPolicy"),
-            )
-        ]
-        # Kueue's Workloads of queued jobs (queueing.py): Kueue may not be installed.
-        workloads = Resource("workloads", KUEUE_WORKLOADS_PATH, KUEUE_JOB_UID_LABEL, optional=True)
-        watches.append(Watch(api, workloads, scope, caches.workloads, read_workload, gate.changed))
     if election is not None and elector is not None:
         watches.append(lease_watch(api, election, elector))
     for watch in watches:

@@ -1,6 +1,6 @@
 """Kubernetes resource quantities (`500m`, `2`, `1Gi`, `1e3`) summed exactly.
 
-A gang's PodGroup states what its pods request together (gang.py); the values come from
+A gang's PodGroup states what its pods request together (integrations/gang.py); the values come from
 the pod templates, which the CRD's schema has already checked against the quantity format.
 """
 

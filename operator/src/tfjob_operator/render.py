@@ -19,7 +19,7 @@ from .api import (
     JobRef,
     RestartPolicy,
 )
-from .gang import Gang, join_gang
+from .integrations.gang import Gang, join_gang
 from .spec import JobSpec, Replica
 from .tfconfig import ENVIRONMENT_NAME, JobConfigs, encode, job_configs, tensorflow_port
 

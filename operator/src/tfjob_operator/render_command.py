@@ -11,11 +11,11 @@ import yaml
 
 from . import published
 from .api import APIS, KIND, JobRef, api_of
-from .decide import JobView
-from .gang import USUAL_GANG_SCHEDULERS, job_gang, render_pod_group
+from .integrations.gang import USUAL_GANG_SCHEDULERS, job_gang, render_pod_group
+from .integrations.tensorboard import InvalidBoard, board_spec, render_board
+from .job_view import JobView
 from .render import render_pod, render_service
 from .spec import InvalidSpec, parse_spec
-from .tensorboard import InvalidBoard, board_spec, render_board
 
 #: Stands in for the uid the API server assigns when the TFJob is created.
 PREVIEW_UID = "00000000-0000-0000-0000-000000000000"
@@ -52,7 +52,7 @@ def children(
     job: Mapping[str, Any], default_namespace: str, cluster_domain: str | None
 ) -> Iterator[dict[str, Any]]:
     """Every Service and Pod of `job`, as the controller creates them for a new job, after
-    its PodGroup if a gang scheduler it names places it (gang.py)."""
+    its PodGroup if a gang scheduler it names places it (integrations/gang.py)."""
     api_version = job.get("apiVersion")
     api = api_of(api_version)
     if api is None:

@@ -40,7 +40,7 @@ REPLICA_ORDER = (
     ReplicaType.PS,
     ReplicaType.EVALUATOR,
 )
-#: The fields of runPolicy.schedulingPolicy only a gang scheduler reads (gang.py).
+#: The fields of runPolicy.schedulingPolicy only a gang scheduler reads (integrations/gang.py).
 GANG_FIELDS = ("minAvailable", "queue", "minResources", "scheduleTimeoutSeconds")
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from enum import Enum
-from typing import Any, Final
+from typing import Any
 
 from .api import ConditionType, JobRef, ReplicaType
 from .observe import PodObservation
@@ -29,11 +29,6 @@ class StatusWrite(Enum):
     DECISION = "decision"
     TRANSITION = "transition"
     PROGRESS = "progress"
-
-
-#: Fields of the status an integration beside the TFJob's flow writes (tensorboard.py):
-#: the TFJob's own decision keeps them as they are.
-INTEGRATION_FIELDS: Final = ("tensorboard",)
 
 
 def replica_statuses(

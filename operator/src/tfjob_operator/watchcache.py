@@ -29,6 +29,7 @@ from typing import Any, Final, Generic, TypeVar
 import aiohttp
 import orjson
 
+from .api import LABEL_JOB_NAME
 from .backoff import delay_after
 from .errors import ApiError
 from .kube import ApiServerClient, collection_path, raise_for, unavailable
@@ -298,3 +299,19 @@ def _forbidden(error: BaseException) -> bool:
     restarted answers so until its authorizer has read the roles. Resumed like a failure
     that passes; a role really taken away refuses the list as well."""
     return isinstance(error, ApiError) and error.status == 403
+
+
+def child_reader(
+    observe: Callable[[Mapping[str, Any]], T], label: str = LABEL_JOB_NAME
+) -> Callable[[Mapping[str, Any]], tuple[str, JobKey, T] | None]:
+    """Reads a child of a job (a pod, a service, a PodGroup, a TensorBoard's Deployment or
+    Service) into its record, filed under the job its `label` names."""
+
+    def read(body: Mapping[str, Any]) -> tuple[str, JobKey, T] | None:
+        metadata = body["metadata"]
+        job_name = (metadata.get("labels") or {}).get(label)
+        if job_name is None:
+            return None
+        return metadata["uid"], (metadata["namespace"], job_name), observe(body)
+
+    return read

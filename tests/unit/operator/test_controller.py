@@ -20,13 +20,15 @@ from tfjob_operator.controller import (
     CONFLICT_RETRY_SECONDS,
     EXPECTATION_TTL_SECONDS,
     GONE,
-    MISSING_CLASS_RETRY_SECONDS,
     PROGRESS_WRITE_DELAY_SECONDS,
     Caches,
     Controller,
 )
-from tfjob_operator.decide import JobView
 from tfjob_operator.errors import ApiError
+from tfjob_operator.integrations import Settings, integrations
+from tfjob_operator.integrations.kueue import MISSING_CLASS_RETRY_SECONDS, workload_name
+from tfjob_operator.integrations.tensorboard import observe_board
+from tfjob_operator.job_view import JobView
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observe import (
     FlavorObservation,
@@ -37,8 +39,6 @@ from tfjob_operator.observe import (
     observe_service,
     observe_workload,
 )
-from tfjob_operator.queueing import workload_name
-from tfjob_operator.tensorboard import observe_board
 from tfjob_operator.timeutil import to_rfc3339
 from tfjob_operator.watchcache import Store
 
@@ -204,12 +204,25 @@ class FakeWrites:
 
 
 class Harness:
-    def __init__(self) -> None:
+    def __init__(self, tensorboard_image: str | None = None) -> None:
+        """The controller with every integration, as the operator runs it."""
         self.writes = FakeWrites()
         self.clock = FakeClock()
-        self.caches = Caches(jobs=Store(), pods=Store(), services=Store())
+        enabled = integrations(Settings(tensorboard_image=tensorboard_image))
+        self.caches = Caches(
+            jobs=Store(),
+            pods=Store(),
+            services=Store(),
+            integrations={integration.name: Store() for integration in enabled},
+        )
         self.controller = Controller(
-            self.writes, self.caches, Metrics(), None, clock=self.clock, instance="test"
+            self.writes,
+            self.caches,
+            Metrics(),
+            None,
+            clock=self.clock,
+            instance="test",
+            integrations=enabled,
         )
         self.status: dict[str, Any] = {}
         self.job(version="1")
@@ -609,7 +622,7 @@ def test_a_queued_job_makes_its_workload_first_and_its_pods_once_admitted() -> N
     )
 
     harness.writes.flavors["a100"] = FlavorObservation({"pool": "a100"}, ())
-    harness.caches.workloads.put("wl-uid", KEY, admitted_workload("a100"))
+    harness.caches.integrations["kueue"].put("wl-uid", KEY, admitted_workload("a100"))
     # The cache shows the status written (Suspended while queued).
     harness.status = harness.writes.patched[-1][1]
     harness.job(version="2", labels={"kueue.x-k8s.io/queue-name": "team"})
@@ -696,11 +709,11 @@ def test_a_workload_api_not_served_is_an_event_that_names_kueue() -> None:
     assert harness.calls("create pod") == []
 
 
-# -- the job's TensorBoard (tensorboard.py) ----------------------------------------------------
+# -- the job's TensorBoard (integrations/tensorboard.py) ------------------------------------
 
 
 def test_a_tensorboard_is_created_once_its_status_written_once_and_removed_after_its_ttl() -> None:
-    harness = Harness()
+    harness = Harness(tensorboard_image="trainer:1")
     volume = {"name": "data", "persistentVolumeClaim": {"claimName": "training"}}
     worker = replica_spec(2, volumeMounts=[{"name": "data", "mountPath": "/data"}])
     worker["template"]["spec"]["volumes"] = [volume]
@@ -708,7 +721,6 @@ def test_a_tensorboard_is_created_once_its_status_written_once_and_removed_after
         "tfReplicaSpecs": {"Worker": worker},
         "tensorboard": {"logDir": "/data/logs", "ttlSecondsAfterFinished": 60},
     }
-    harness.controller.tensorboard_image = "trainer:1"
     harness.job("1", spec)
     harness.reconcile()  # the job starts, and its TensorBoard with it
     assert harness.calls("create deployment") == [("create deployment", "mnist-tensorboard")]
@@ -726,7 +738,7 @@ def test_a_tensorboard_is_created_once_its_status_written_once_and_removed_after
         body = harness.writes.bodies[f"{kind.lower()}/mnist-tensorboard"]
         shown = {**body, "metadata": {**body["metadata"], "uid": f"uid-{kind}"}}
         board = observe_board(kind, {**shown, "status": {"availableReplicas": 1}})
-        harness.caches.tensorboards.put(f"uid-{kind}", KEY, board)
+        harness.caches.integrations["tensorboard"].put(f"uid-{kind}", KEY, board)
     harness.writes.calls.clear()
     harness.reconcile()  # ready is progress: written a moment later, in one small patch
     harness.clock.seconds += PROGRESS_WRITE_DELAY_SECONDS

@@ -8,10 +8,20 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from support.builders import JOB, NOW, job_view, pod, replica_spec, services
+from support.builders import (
+    JOB,
+    NOW,
+    decide_observing,
+    job_view,
+    pod,
+    pod_group_writes,
+    replica_spec,
+    services,
+)
 
 from tfjob_operator.api import KUBEFLOW, JobRef
-from tfjob_operator.decide import JobView, Plan, decide
+from tfjob_operator.decide import Plan
+from tfjob_operator.job_view import JobView
 from tfjob_operator.observe import PodObservation, WorkloadObservation
 from tfjob_operator.refusals import Refusal
 from tfjob_operator.spec import MAX_CHILD_NAME, MAX_REPLICAS
@@ -58,7 +68,9 @@ def run(
     status: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> Plan:
-    return decide(job_view(spec, status), pods, services(spec), kwargs.pop("now", NOW), **kwargs)
+    return decide_observing(
+        job_view(spec, status), pods, services(spec), kwargs.pop("now", NOW), **kwargs
+    )
 
 
 def settle(
@@ -73,7 +85,7 @@ def settle(
 
 
 def test_new_job_creates_every_pod_and_service() -> None:
-    plan = decide(job_view(PSS), [], [], NOW)
+    plan = decide_observing(job_view(PSS), [], [], NOW)
     assert created(plan) == ["mnist-chief-0", "mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
     assert sorted(s.name for s in plan.create_services) == created(plan)
     assert plan.status is not None
@@ -435,7 +447,7 @@ def test_suspend_deletes_children_and_resume_recreates_them() -> None:
     assert len(plan.delete_services) == 3
     assert [e.reason for e in plan.events] == ["TFJobSuspended"]
     later = NOW + timedelta(minutes=5)
-    resumed = decide(job_view(MWMS, plan.status), [], [], later)
+    resumed = decide_observing(job_view(MWMS, plan.status), [], [], later)
     assert created(resumed) == [f"mnist-{k}" for k in ALL_MWMS]
     assert condition(written(resumed), "Suspended")["status"] == "False"
     assert written(resumed)["startTime"] == "2026-11-22T12:05:00Z"
@@ -448,7 +460,7 @@ def test_a_job_queued_in_kueue_says_so_while_suspended() -> None:
     spec = {**MWMS, "runPolicy": {"suspend": True}}
     queued = JobView(kubeflow, "1", 1, False, spec, {}, "", "team")
     kueues = WorkloadObservation("tfjob-mnist-1a2b3", "w-uid", "1", 1, JOB.uid, None)
-    held = condition(written(decide(queued, [], [], NOW, None, [kueues])), "Suspended")
+    held = condition(written(decide_observing(queued, [], [], NOW, None, [kueues])), "Suspended")
     assert held["reason"] == "TFJobSuspended"
     assert held["message"] == (
         "TFJob ml/mnist is suspended: queued in Kueue's LocalQueue team until it is admitted."
@@ -458,7 +470,9 @@ def test_a_job_queued_in_kueue_says_so_while_suspended() -> None:
 def test_changed_replica_count_recreates_pods_without_counting_a_restart() -> None:
     status = settle(MWMS, [pod(MWMS, k) for k in ALL_MWMS])
     grown = {"tfReplicaSpecs": {**MWMS["tfReplicaSpecs"], "Worker": replica_spec(3, "ExitCode")}}
-    plan = decide(job_view(grown, status), [pod(MWMS, k) for k in ALL_MWMS], services(MWMS), NOW)
+    plan = decide_observing(
+        job_view(grown, status), [pod(MWMS, k) for k in ALL_MWMS], services(MWMS), NOW
+    )
     assert deleted(plan) == [f"mnist-{k}" for k in ALL_MWMS]
     assert plan.create_pods == [], "new pods wait for the old cluster to be gone"
     assert written(plan)["restartCount"] == 0
@@ -471,7 +485,9 @@ def test_changed_replica_count_recreates_pods_without_counting_a_restart() -> No
 def test_scale_down_deletes_extra_replicas() -> None:
     status = settle(MWMS, [pod(MWMS, k) for k in ALL_MWMS])
     shrunk = {"tfReplicaSpecs": {**MWMS["tfReplicaSpecs"], "Worker": replica_spec(1, "ExitCode")}}
-    plan = decide(job_view(shrunk, status), [pod(MWMS, k) for k in ALL_MWMS], services(MWMS), NOW)
+    plan = decide_observing(
+        job_view(shrunk, status), [pod(MWMS, k) for k in ALL_MWMS], services(MWMS), NOW
+    )
     assert "mnist-worker-1" in deleted(plan)
     assert "mnist-worker-1" in [d.name for d in plan.delete_services]
 
@@ -495,7 +511,7 @@ def test_evaluator_finishes_its_final_evaluation_before_success() -> None:
 def test_pods_of_an_earlier_job_with_the_same_name_block_creation() -> None:
     old = JobRef("ml", "mnist", "uid-old")
     leftovers = [pod(MWMS, "worker-0", terminating=True, owner=old)]
-    plan = decide(job_view(MWMS), leftovers, [], NOW)
+    plan = decide_observing(job_view(MWMS), leftovers, [], NOW)
     assert created(plan) == ["mnist-chief-0", "mnist-worker-1"]
     assert plan.delete_pods == []
 
@@ -531,13 +547,15 @@ def test_unschedulable_pod_is_reported_once() -> None:
 
 
 def test_deleting_job_is_left_to_the_garbage_collector() -> None:
-    plan = decide(job_view(MWMS, deleting=True), [pod(MWMS, "chief-0", terminating=True)], [], NOW)
+    plan = decide_observing(
+        job_view(MWMS, deleting=True), [pod(MWMS, "chief-0", terminating=True)], [], NOW
+    )
     assert plan == Plan()
 
 
 def test_invalid_spec_fails_with_the_reason() -> None:
     spec = {"tfReplicaSpecs": {"PS": replica_spec(1)}}
-    plan = decide(job_view(spec), [], [], NOW)
+    plan = decide_observing(job_view(spec), [], [], NOW)
     failed = condition(written(plan), "Failed")
     assert failed["reason"] == "InvalidSpec"
     assert "PS needs Worker" in failed["message"]
@@ -689,10 +707,11 @@ def test_a_gang_larger_than_the_job_waits_saying_why_until_lowered() -> None:
         "tfReplicaSpecs": {"Worker": worker},
         "runPolicy": {"schedulingPolicy": {"minAvailable": 10}},
     }
-    plan = decide(job_view(spec), [], [], NOW)
-    assert plan.pod_group.create is not None
-    assert plan.pod_group.create["spec"]["minMember"] == 10
-    assert plan.pod_group.create["spec"]["queue"] == "default"  # Volcano's, as Kubeflow sets
+    plan = decide_observing(job_view(spec), [], [], NOW)
+    group = pod_group_writes(plan).create
+    assert group is not None
+    assert group["spec"]["minMember"] == 10
+    assert group["spec"]["queue"] == "default"  # Volcano's, as Kubeflow sets
     assert plan.status is not None
     reported = condition(written(plan), "Running")
     assert (reported["status"], reported["reason"]) == ("False", "GangUnschedulable")
@@ -709,7 +728,7 @@ def test_a_tf_config_too_long_for_the_environment_fails_the_job_before_any_pod()
     environment variable be: no pod could start, so none is created."""
     name = "j" * (MAX_CHILD_NAME - len("-worker-999"))
     job = JobView(JobRef("n" * 63, name, "uid-1"), "1", 1, False, BOUND, {})
-    plan = decide(job, [], [], NOW, "cluster.local")
+    plan = decide_observing(job, [], [], NOW, "cluster.local")
     assert (plan.create_pods, plan.create_services) == ([], [])
     failed = condition(written(plan), "Failed")
     assert failed["reason"] == "InvalidSpec"
@@ -718,7 +737,7 @@ def test_a_tf_config_too_long_for_the_environment_fails_the_job_before_any_pod()
 
 
 def test_a_job_at_the_replica_bound_with_usual_names_renders_its_pods_a_batch_at_a_time() -> None:
-    plan = decide(job_view(BOUND), [], [], NOW, "cluster.local")
+    plan = decide_observing(job_view(BOUND), [], [], NOW, "cluster.local")
     assert len(plan.create_pods) == MAX_REPLICAS
     assert "Failed" not in {c["type"] for c in written(plan)["conditions"]}
     pod = plan.create_pods[-1].render()

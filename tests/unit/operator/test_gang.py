@@ -1,5 +1,5 @@
 """Gang scheduling: which jobs are gang-scheduled, their PodGroups and pods, and the
-decisions and writes around them (tfjob_operator.gang)."""
+decisions and writes around them (tfjob_operator.integrations.gang)."""
 
 from __future__ import annotations
 
@@ -7,22 +7,34 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from support.builders import JOB, NOW, job_view, pod, replica_spec
+from support.builders import (
+    JOB,
+    NOW,
+    decide_observing,
+    job_view,
+    pod,
+    pod_group_writes,
+    replica_spec,
+)
 
 from tfjob_operator import quantity
-from tfjob_operator.decide import decide
+from tfjob_operator.api import ReplicaType
 from tfjob_operator.errors import ApiError
-from tfjob_operator.gang import (
+from tfjob_operator.integrations.gang import (
     SCHEDULER_PLUGINS,
+    SCHEDULER_PLUGINS_NAME,
     USUAL_GANG_SCHEDULERS,
     VOLCANO,
     GangSchedulers,
+    GangScheduling,
+    PodGroupWrites,
     gate,
     job_gang,
     released,
     render_pod_group,
     why_waiting,
 )
+from tfjob_operator.integrations.gang import observation as gang_observation
 from tfjob_operator.observe import PodGroupObservation, observe_pod_group
 from tfjob_operator.render import render_pod
 from tfjob_operator.spec import InvalidSpec, Replica, parse_spec
@@ -172,33 +184,39 @@ def observed_group(
 def test_a_new_gang_jobs_pods_wait_until_the_watch_shows_its_pod_group() -> None:
     """The scheduler's own PodGroup cache may lag the pods' events: a pod seen before its
     PodGroup would be parked as unschedulable."""
-    plan = decide(job_view(gang_spec()), [], [], NOW)
-    assert plan.pod_group.create is not None
-    assert plan.pod_group.create["spec"] == {"minMember": 2}
+    plan = decide_observing(job_view(gang_spec()), [], [], NOW)
+    group = pod_group_writes(plan).create
+    assert group is not None
+    assert group["spec"] == {"minMember": 2}
     assert plan.create_pods == []
     assert len(plan.create_services) == 2  # services do not wait
 
-    shown = decide(job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group()])
-    assert shown.pod_group.create is None
+    shown = decide_observing(job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group()])
+    assert pod_group_writes(shown).create is None
     assert len(shown.create_pods) == 2
     assert all(p.render()["spec"]["schedulerName"] == PLUGINS for p in shown.create_pods)
 
 
 def test_pods_wait_while_an_earlier_jobs_pod_group_of_the_name_is_going() -> None:
-    plan = decide(job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group("uid-old")])
-    assert plan.pod_group.create is None
+    plan = decide_observing(
+        job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group("uid-old")]
+    )
+    assert pod_group_writes(plan).create is None
     assert plan.create_pods == []
     assert plan.create_services  # services do not wait
 
 
 def test_a_pod_group_follows_the_replica_count_and_new_pods_wait_for_the_change() -> None:
-    plan = decide(job_view(gang_spec(workers=3)), [], [], NOW, pod_groups=[observed_group()])
-    assert plan.pod_group.create is None
-    assert plan.pod_group.patch is not None
-    assert plan.pod_group.patch[1] == {"spec": {"minMember": 3}}
+    plan = decide_observing(
+        job_view(gang_spec(workers=3)), [], [], NOW, pod_groups=[observed_group()]
+    )
+    assert pod_group_writes(plan).create is None
+    change = pod_group_writes(plan).patch
+    assert change is not None
+    assert change[1] == {"spec": {"minMember": 3}}
     assert plan.create_pods == []
-    same = decide(job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group()])
-    assert same.pod_group.patch is None
+    same = decide_observing(job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group()])
+    assert pod_group_writes(same).patch is None
 
 
 def test_no_pods_while_the_gang_is_larger_than_the_job_then_all_once_lowered() -> None:
@@ -206,22 +224,25 @@ def test_no_pods_while_the_gang_is_larger_than_the_job_then_all_once_lowered() -
     one the scheduler judged against minMember 10 would stay parked once it is lowered."""
     large = gang_spec(workers=1, minAvailable=10)
     group = observed_group(minMember=10)
-    waiting = decide(job_view(large), [], [], NOW, pod_groups=[group])
-    assert (waiting.create_pods, waiting.pod_group.patch) == ([], None)
+    waiting = decide_observing(job_view(large), [], [], NOW, pod_groups=[group])
+    assert (waiting.create_pods, pod_group_writes(waiting).patch) == ([], None)
     assert [s.name for s in waiting.create_services] == ["mnist-worker-0"]
 
     lowered = gang_spec(workers=1, minAvailable=1)
-    patched = decide(job_view(lowered), [], [], NOW, pod_groups=[group])
-    assert patched.pod_group.patch is not None
-    assert patched.pod_group.patch[1] == {"spec": {"minMember": 1}}
+    patched = decide_observing(job_view(lowered), [], [], NOW, pod_groups=[group])
+    change = pod_group_writes(patched).patch
+    assert change is not None
+    assert change[1] == {"spec": {"minMember": 1}}
     assert patched.create_pods == []
-    shown = decide(job_view(lowered), [], [], NOW, pod_groups=[observed_group(minMember=1)])
+    shown = decide_observing(
+        job_view(lowered), [], [], NOW, pod_groups=[observed_group(minMember=1)]
+    )
     assert [p.name for p in shown.create_pods] == ["mnist-worker-0"]
 
 
 def test_the_pod_group_goes_when_the_job_finishes_or_is_suspended() -> None:
     spec = gang_spec()
-    succeeded = decide(
+    succeeded = decide_observing(
         job_view(spec),
         [pod(spec, "worker-0", "Succeeded", exit_code=0), pod(spec, "worker-1")],
         [],
@@ -230,15 +251,17 @@ def test_the_pod_group_goes_when_the_job_finishes_or_is_suspended() -> None:
     )
     assert succeeded.status is not None
     assert succeeded.status["state"] == "Succeeded"
-    assert [(g.uid, why) for g, why in succeeded.pod_group.delete] == [
+    assert [(g.uid, why) for g, why in pod_group_writes(succeeded).delete] == [
         (f"pg-{JOB.uid}", "the TFJob has finished")
     ]
     suspended_spec = {**spec, "runPolicy": {"suspend": True}}
-    suspended = decide(job_view(suspended_spec), [], [], NOW, pod_groups=[observed_group()])
-    assert [why for _, why in suspended.pod_group.delete] == ["the TFJob is suspended"]
-    assert suspended.pod_group.create is None
-    left = decide(job_view(gang_spec(None)), [], [], NOW, pod_groups=[observed_group()])
-    assert [why for _, why in left.pod_group.delete] == [
+    suspended = decide_observing(
+        job_view(suspended_spec), [], [], NOW, pod_groups=[observed_group()]
+    )
+    assert [why for _, why in pod_group_writes(suspended).delete] == ["the TFJob is suspended"]
+    assert pod_group_writes(suspended).create is None
+    left = decide_observing(job_view(gang_spec(None)), [], [], NOW, pod_groups=[observed_group()])
+    assert [why for _, why in pod_group_writes(left).delete] == [
         "the TFJob is not gang-scheduled by it any more"
     ]
 
@@ -256,7 +279,7 @@ def test_an_unplaceable_gang_is_reported_with_the_schedulers_reason() -> None:
         ]
     }
     pending = [pod(spec, f"worker-{i}", "Pending", status=unschedulable) for i in (0, 1)]
-    plan = decide(job_view(spec), pending, [], NOW, pod_groups=[observed_group()])
+    plan = decide_observing(job_view(spec), pending, [], NOW, pod_groups=[observed_group()])
     assert plan.status is not None
     running = next(c for c in plan.status["conditions"] if c["type"] == "Running")
     assert (running["status"], running["reason"]) == ("False", "GangUnschedulable")
@@ -270,20 +293,20 @@ def test_an_unplaceable_gang_is_reported_with_the_schedulers_reason() -> None:
     volcano_spec = gang_spec("volcano")
     said = volcano_group("Pending", "2/2 tasks unschedulable")
     pending = [pod(volcano_spec, "worker-0", "Pending", status=unschedulable)]
-    volcano = decide(job_view(volcano_spec), pending, [], NOW, pod_groups=[said])
+    volcano = decide_observing(job_view(volcano_spec), pending, [], NOW, pod_groups=[said])
     assert volcano.status is not None
     message = next(c for c in volcano.status["conditions"] if c["type"] == "Running")["message"]
     assert message.endswith("(Volcano, 2 pods together)): 2/2 tasks unschedulable")
 
 
 def test_a_gang_the_operator_cannot_honour_fails_the_job() -> None:
-    plan = decide(job_view(gang_spec(queue="research")), [], [], NOW)
+    plan = decide_observing(job_view(gang_spec(queue="research")), [], [], NOW)
     assert plan.status is not None
     assert plan.status["state"] == "Failed"
     failed = next(c for c in plan.status["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "InvalidSpec"
     assert "scheduler-plugins has no queues" in failed["message"]
-    assert (plan.create_pods, plan.pod_group.create) == ([], None)
+    assert (plan.create_pods, pod_group_writes(plan).create) == ([], None)
 
 
 def test_the_controller_creates_the_pod_group_then_the_pods_once_it_is_seen() -> None:
@@ -297,7 +320,7 @@ def test_the_controller_creates_the_pod_group_then_the_pods_once_it_is_seen() ->
         "Created PodGroup mnist (scheduling.x-k8s.io/v1alpha1) for its 2 pods: "
         "they are placed together"
     )
-    harness.caches.pod_groups.put("pg", KEY, observed_group())
+    harness.caches.integrations["gang"].put("pg", KEY, observed_group())
     harness.reconcile()
     assert sorted(n for _, n in harness.calls("create pod")) == ["mnist-worker-0", "mnist-worker-1"]
     assert harness.calls("create podgroup") == [("create podgroup", "mnist")]
@@ -384,7 +407,9 @@ def volcano_group(
 def test_volcanos_word_on_its_pod_group_is_reported_until_the_group_runs() -> None:
     spec = gang_spec("volcano")
     waiting = [pod(spec, "worker-0", "Pending"), pod(spec, "worker-1", "Pending")]
-    pending = decide(job_view(spec), waiting, [], NOW, pod_groups=[volcano_group("Pending")])
+    pending = decide_observing(
+        job_view(spec), waiting, [], NOW, pod_groups=[volcano_group("Pending")]
+    )
     assert pending.status is not None
     running = next(c for c in pending.status["conditions"] if c["type"] == "Running")
     assert running["reason"] == "GangUnschedulable"
@@ -393,8 +418,15 @@ def test_volcanos_word_on_its_pod_group_is_reported_until_the_group_runs() -> No
 
 
 def test_the_gate_makes_the_pod_group_first_and_lets_the_pods_start_once_it_is_seen() -> None:
+    plain_spec = {"tfReplicaSpecs": {"Worker": replica_spec(2)}}
+    plain = parse_spec("mnist", plain_spec)
+    unganged = gang_observation(plain, [], USUAL_GANG_SCHEDULERS)
+    assert (
+        GangScheduling().gate(job_view(plain_spec), plain, unganged, pods_exist=False, now="")
+        is None
+    ), "not gang-scheduled: no gate"
     gang = job_gang(parse_spec("mnist", gang_spec(workers=2)), USUAL_GANG_SCHEDULERS)
-    assert gate(JOB, None, []).open  # not gang-scheduled: no gate
+    assert gang is not None
     first = gate(JOB, gang, [])
     assert not first.open
     assert first.writes.create is not None
@@ -407,7 +439,12 @@ def test_the_gate_makes_the_pod_group_first_and_lets_the_pods_start_once_it_is_s
     assert not stale.open
     assert stale.writes.patch is not None
     assert stale.writes.patch[1] == {"spec": {"minMember": 2}}
-    assert gate(JOB, gang, [observed_group(minMember=2)]) == gate(JOB, None, [])
+    opened = gate(JOB, gang, [observed_group(minMember=2)])
+    assert (opened.open, opened.writes) == (True, PodGroupWrites())
+    pod: dict[str, Any] = {"metadata": {"name": "mnist-worker-0"}, "spec": {}}
+    opened.dress(pod, Replica(ReplicaType.WORKER, 0))
+    assert pod["spec"]["schedulerName"] == SCHEDULER_PLUGINS_NAME, "it names the gang's scheduler"
+    assert pod["metadata"]["labels"] == {"scheduling.x-k8s.io/pod-group": "mnist"}
 
 
 def test_a_gang_larger_than_its_job_never_lets_a_pod_start_and_says_why() -> None:

@@ -8,15 +8,17 @@ import asyncio
 from typing import Any
 
 import pytest
-from support.builders import NOW, replica_of, replica_spec
+from support.builders import NOW, decide_observing, replica_of, replica_spec
 
 from tfjob_operator.api import KUBEFLOW, TFJOB_DEV, JobRef, api_of, reconciles
 from tfjob_operator.controller import Caches, Controller
-from tfjob_operator.decide import JobView, decide, decide_name_taken, name_order
+from tfjob_operator.decide import decide_name_taken, name_order
 from tfjob_operator.events import WARNING, Event, event_object
+from tfjob_operator.integrations.kueue import read_workload
+from tfjob_operator.job_view import JobView
 from tfjob_operator.metrics import Metrics
 from tfjob_operator.observe import WorkloadObservation, observe_workload
-from tfjob_operator.operator_main import job_reader, read_workload
+from tfjob_operator.operator_main import job_reader
 from tfjob_operator.render import render_pod, render_service
 from tfjob_operator.spec import parse_spec
 from tfjob_operator.watchcache import Store
@@ -111,7 +113,7 @@ def test_tfjob_dev_children_carry_no_kubeflow_label() -> None:
 
 def test_status_selects_replicas_by_kubeflows_labels() -> None:
     job = JobView.from_body(body(KUBEFLOW_JOB, "2026-11-22T12:00:00Z"), KUBEFLOW)
-    plan = decide(job, [], [], NOW)
+    plan = decide_observing(job, [], [], NOW)
     assert plan.status is not None
     assert plan.status["replicaStatuses"]["Worker"]["selector"] == (
         "training.kubeflow.org/job-name=mnist,training.kubeflow.org/replica-type=worker"
@@ -230,7 +232,7 @@ def test_a_suspended_queued_job_says_why_kueue_has_not_admitted_it() -> None:
     other = WorkloadObservation(
         "w", "w-uid", "1", 1, owner_uid="uid-other", not_admitted="not this one"
     )
-    plan = decide(job, [], [], NOW, None, [other, refused])
+    plan = decide_observing(job, [], [], NOW, None, [other, refused])
     assert plan.status is not None
     held = next(c for c in plan.status["conditions"] if c["type"] == "Suspended")
     assert held["message"] == (
@@ -243,7 +245,7 @@ def test_a_suspended_queued_job_says_why_kueue_has_not_admitted_it() -> None:
     gone = WorkloadObservation(
         "w", "w-uid", "1", 1, owner_uid="uid-kf", not_admitted="LocalQueue q doesn't exist"
     )
-    again = decide(written, [], [], later, None, [gone])
+    again = decide_observing(written, [], [], later, None, [gone])
     assert again.status is not None
     moved = next(c for c in again.status["conditions"] if c["type"] == "Suspended")
     assert moved["message"].endswith("Kueue: LocalQueue q doesn't exist")

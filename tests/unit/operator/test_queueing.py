@@ -1,4 +1,5 @@
-"""Kueue admission of tfjob.dev TFJobs (queueing.py): the operator as Kueue's job controller.
+"""Kueue admission of tfjob.dev TFJobs (integrations/kueue.py): the operator as Kueue's job
+controller.
 
 Each test decides a job labelled with a LocalQueue against Workloads read the way the
 watch reads them (observe_workload of a Workload body).
@@ -9,24 +10,25 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.builders import JOB, NOW, pod, replica_spec
+from support.builders import JOB, NOW, decide_observing, pod, replica_spec, workload_writes
 
 from tfjob_operator.api import KUBEFLOW, TFJOB_DEV, JobRef
-from tfjob_operator.decide import JobView, Plan, decide
-from tfjob_operator.gates import Gate, Passage
-from tfjob_operator.observe import (
-    FlavorObservation,
-    WorkloadObservation,
-    observe_flavor,
-    observe_workload,
-)
-from tfjob_operator.queueing import (
+from tfjob_operator.decide import Plan
+from tfjob_operator.integrations.base import Gate, Passage
+from tfjob_operator.integrations.kueue import (
     WorkloadWrites,
     admission,
     on_operators_route,
     topology_request,
     with_priority,
     workload_name,
+)
+from tfjob_operator.job_view import JobView
+from tfjob_operator.observe import (
+    FlavorObservation,
+    WorkloadObservation,
+    observe_flavor,
+    observe_workload,
 )
 from tfjob_operator.spec import parse_spec
 
@@ -124,8 +126,8 @@ def suspended(plan: Plan) -> dict[str, Any]:
 
 
 def test_a_queued_job_makes_its_workload_and_creates_no_pod() -> None:
-    plan = decide(queued(), [], [], NOW)
-    body = plan.workload.create
+    plan = decide_observing(queued(), [], [], NOW)
+    body = workload_writes(plan).create
     assert body is not None
     assert body["metadata"]["name"] == workload_name(JOB)
     assert body["metadata"]["ownerReferences"][0]["uid"] == JOB.uid
@@ -142,7 +144,7 @@ def test_a_queued_job_makes_its_workload_and_creates_no_pod() -> None:
 
 
 def test_kueues_gate_waits_with_kueues_reason_opens_with_placements_and_evicts() -> None:
-    """queueing.admission as a gate (gates.py), without the rest of the decision."""
+    """queueing.admission as a gate (integrations/base.py), without the rest of the decision."""
     spec = parse_spec(JOB.name, SPEC)
 
     def gate(*workloads: WorkloadObservation, pods_exist: bool = False) -> Gate[WorkloadWrites]:
@@ -179,16 +181,18 @@ def test_a_workload_name_is_the_jobs_own_and_never_the_next_ones() -> None:
 
 def test_while_kueue_has_not_admitted_it_the_job_says_why() -> None:
     refused = workload({"QuotaReserved": ("False", "Pending", "insufficient quota for cpu")})
-    plan = decide(queued(), [], [], NOW, None, [refused])
-    assert plan.workload.create is None
+    plan = decide_observing(queued(), [], [], NOW, None, [refused])
+    assert workload_writes(plan).create is None
     assert plan.create_pods == []
     assert suspended(plan)["message"].endswith("Kueue: insufficient quota for cpu")
 
 
 def test_an_admitted_job_creates_its_pods_on_the_flavors_nodes() -> None:
-    waiting = decide(queued(), [], [], NOW).status
+    waiting = decide_observing(queued(), [], [], NOW).status
     admitted = workload(ADMITTED, flavor="a100")
-    plan = decide(queued(waiting), [], [], NOW, None, [admitted], flavors={"a100": FLAVOR})
+    plan = decide_observing(
+        queued(waiting), [], [], NOW, None, [admitted], flavors={"a100": FLAVOR}
+    )
     assert sorted(p.name for p in plan.create_pods) == [f"mnist-{k}" for k in PODS]
     for created in (p.render() for p in plan.create_pods):
         assert created["spec"]["nodeSelector"] == {"pool": "a100"}
@@ -201,7 +205,7 @@ def test_pods_of_a_topology_assignment_wait_for_kueue_to_place_them() -> None:
     """Kueue's topology ungater finds the pods by their Workload and pod set, lifts the gate
     and adds the chosen domain's node labels."""
     admitted = workload(ADMITTED, flavor="a100", topology=True)
-    plan = decide(queued(), [], [], NOW, None, [admitted], flavors={"a100": FLAVOR})
+    plan = decide_observing(queued(), [], [], NOW, None, [admitted], flavors={"a100": FLAVOR})
     assert len(plan.create_pods) == 3
     for created in (p.render() for p in plan.create_pods):
         assert created["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/topology"}]
@@ -212,7 +216,7 @@ def test_pods_of_a_topology_assignment_wait_for_kueue_to_place_them() -> None:
 
 def test_a_workloads_priority_class_is_kueues_choice_for_its_own_jobs() -> None:
     named = JobView(JOB, "1", 1, False, SPEC, {}, "", "team", priority_class="high")
-    body = decide(named, [], [], NOW).workload.create
+    body = workload_writes(decide_observing(named, [], [], NOW)).create
     assert body is not None
     assert body["spec"]["priorityClassRef"] == {
         "group": "kueue.x-k8s.io",
@@ -222,14 +226,14 @@ def test_a_workloads_priority_class_is_kueues_choice_for_its_own_jobs() -> None:
     urgent = replica_spec(1)
     urgent["template"]["spec"]["priorityClassName"] = "urgent"
     pods_class = {"tfReplicaSpecs": {"Worker": urgent}}
-    body = decide(queued(spec=pods_class), [], [], NOW).workload.create
+    body = workload_writes(decide_observing(queued(spec=pods_class), [], [], NOW)).create
     assert body is not None
     assert body["spec"]["priorityClassRef"] == {
         "group": "scheduling.k8s.io",
         "kind": "PriorityClass",
         "name": "urgent",
     }
-    body = decide(queued(), [], [], NOW).workload.create
+    body = workload_writes(decide_observing(queued(), [], [], NOW)).create
     assert body is not None
     assert "priorityClassRef" not in body["spec"], "the cluster's default, read by the controller"
     valued = with_priority(body, (None, 0))
@@ -263,7 +267,9 @@ def test_a_pod_sets_topology_request_is_read_from_its_template_annotations(
 
 
 def test_an_admission_whose_flavor_cannot_be_read_waits_and_says_so() -> None:
-    plan = decide(queued(), [], [], NOW, None, [workload(ADMITTED, flavor="gone")], flavors={})
+    plan = decide_observing(
+        queued(), [], [], NOW, None, [workload(ADMITTED, flavor="gone")], flavors={}
+    )
     assert plan.create_pods == []
     assert suspended(plan)["message"].endswith(
         f"Kueue: ResourceFlavor gone of Workload {workload_name(JOB)} cannot be read (absent, "
@@ -272,7 +278,7 @@ def test_an_admission_whose_flavor_cannot_be_read_waits_and_says_so() -> None:
 
 
 def test_an_evicted_job_stops_then_gives_its_quota_back() -> None:
-    running = decide(
+    running = decide_observing(
         queued(), [], [], NOW, None, [workload(ADMITTED, flavor="a100")], flavors={"a100": FLAVOR}
     ).status
     evicted = workload(
@@ -280,17 +286,18 @@ def test_an_evicted_job_stops_then_gives_its_quota_back() -> None:
         flavor="a100",
     )
     pods = [pod(SPEC, k) for k in PODS]
-    stopping = decide(queued(running), pods, [], NOW, None, [evicted])
+    stopping = decide_observing(queued(running), pods, [], NOW, None, [evicted])
     assert sorted(d.name for d in stopping.delete_pods) == [f"mnist-{k}" for k in PODS]
-    assert stopping.workload.patch_status is None, "the quota stays until the pods are gone"
+    assert workload_writes(stopping).patch_status is None, "the quota stays until the pods are gone"
     assert suspended(stopping)["message"] == (
         "TFJob ml/mnist is suspended: Kueue took its admission back (Preempted: Preempted to "
         "accommodate a workload); it is queued again once its pods are gone."
     )
 
-    stopped = decide(queued(stopping.status), [], [], NOW, None, [evicted])
-    assert stopped.workload.patch_status is not None
-    target, patch = stopped.workload.patch_status
+    stopped = decide_observing(queued(stopping.status), [], [], NOW, None, [evicted])
+    release = workload_writes(stopped).patch_status
+    assert release is not None
+    target, patch = release
     assert target.name == workload_name(JOB)
     assert patch["metadata"] == {"resourceVersion": "7"}
     assert patch["status"]["admission"] is None
@@ -312,8 +319,8 @@ def test_an_evicted_job_stops_then_gives_its_quota_back() -> None:
             "QuotaReserved": ("False", "Pending", "insufficient quota for cpu"),
         }
     )
-    waiting = decide(queued(stopped.status), [], [], NOW, None, [requeued])
-    assert waiting.workload.patch_status is None
+    waiting = decide_observing(queued(stopped.status), [], [], NOW, None, [requeued])
+    assert workload_writes(waiting).patch_status is None
     assert waiting.create_pods == []
     assert suspended(waiting)["message"] == (
         "TFJob ml/mnist is suspended: queued in Kueue's LocalQueue team until it is admitted. "
@@ -327,30 +334,38 @@ def test_a_finished_job_marks_its_workload_finished() -> None:
             {"type": "Succeeded", "status": "True", "reason": "TFJobSucceeded", "message": "done"}
         ]
     }
-    plan = decide(queued(status), [], [], NOW, None, [workload(ADMITTED, flavor="a100")])
-    assert plan.workload.patch_status is not None
-    _, patch = plan.workload.patch_status
+    plan = decide_observing(queued(status), [], [], NOW, None, [workload(ADMITTED, flavor="a100")])
+    finishing = workload_writes(plan).patch_status
+    assert finishing is not None
+    _, patch = finishing
     written = {c["type"]: c for c in patch["status"]["conditions"]}
     assert (written["Finished"]["status"], written["Finished"]["reason"]) == ("True", "Succeeded")
     assert written["Finished"]["message"] == "done"
     assert written["QuotaReserved"]["status"] == "False"
     finished = workload({**ADMITTED, "Finished": ("True", "Succeeded", "done")})
-    assert decide(queued(status), [], [], NOW, None, [finished]).workload.patch_status is None
+    assert (
+        workload_writes(
+            decide_observing(queued(status), [], [], NOW, None, [finished])
+        ).patch_status
+        is None
+    )
 
 
 def test_changed_replicas_replace_the_workload() -> None:
     grown = {"tfReplicaSpecs": {**SPEC["tfReplicaSpecs"], "Worker": replica_spec(3)}}
-    plan = decide(queued(spec=grown), [], [], NOW, None, [workload()])
-    assert [(w.name, why) for w, why in plan.workload.delete] == [
+    plan = decide_observing(queued(spec=grown), [], [], NOW, None, [workload()])
+    assert [(w.name, why) for w, why in workload_writes(plan).delete] == [
         (workload_name(JOB), "the replicas changed")
     ]
-    assert plan.workload.create is None, "the new one waits until the old one is gone"
+    assert workload_writes(plan).create is None, "the new one waits until the old one is gone"
 
 
 def test_suspending_a_queued_job_leaves_the_queue() -> None:
     paused = {**SPEC, "runPolicy": {"suspend": True}}
-    plan = decide(queued(spec=paused), [], [], NOW, None, [workload(ADMITTED, flavor="a100")])
-    assert [why for _, why in plan.workload.delete] == ["the TFJob is suspended"]
+    plan = decide_observing(
+        queued(spec=paused), [], [], NOW, None, [workload(ADMITTED, flavor="a100")]
+    )
+    assert [why for _, why in workload_writes(plan).delete] == ["the TFJob is suspended"]
     assert suspended(plan)["message"] == "TFJob ml/mnist is suspended."
 
 
@@ -358,9 +373,10 @@ def test_a_kubeflow_job_queues_through_the_operators_workload() -> None:
     """Kueue without its Kubeflow integration (its default): the operator is the job's
     controller, as for tfjob.dev's."""
     kubeflow = JobRef(JOB.namespace, JOB.name, JOB.uid, KUBEFLOW)
-    plan = decide(queued(ref=kubeflow), [], [], NOW)
-    assert plan.workload.create is not None
-    assert plan.workload.create["metadata"]["labels"]["tfjob.dev/controller-uid"] == JOB.uid
+    plan = decide_observing(queued(ref=kubeflow), [], [], NOW)
+    made = workload_writes(plan).create
+    assert made is not None
+    assert made["metadata"]["labels"]["tfjob.dev/controller-uid"] == JOB.uid
     assert plan.create_pods == []
 
 
@@ -369,11 +385,13 @@ def test_a_kubeflow_job_kueue_made_a_workload_for_is_left_to_kueue() -> None:
     resumed it; the operator makes none, and runs the pods."""
     kubeflow = JobRef(JOB.namespace, JOB.name, JOB.uid, KUBEFLOW)
     kueues = WorkloadObservation("tfjob-mnist-1a2b3", "w-uid", "1", 1, JOB.uid, None)
-    plan = decide(queued(ref=kubeflow), [], [], NOW, None, [kueues])
-    assert plan.workload.create is None
+    plan = decide_observing(queued(ref=kubeflow), [], [], NOW, None, [kueues])
+    assert workload_writes(plan).create is None
     assert len(plan.create_pods) == 3
     paused = queued(ref=kubeflow, spec={**SPEC, "runPolicy": {"suspend": True}})
-    assert decide(paused, [], [], NOW, None, [kueues]).workload.delete == [], "Kueue's own"
+    assert workload_writes(decide_observing(paused, [], [], NOW, None, [kueues])).delete == [], (
+        "Kueue's own"
+    )
 
 
 def test_the_operators_route_is_every_tfjob_dev_job_and_kubeflow_jobs_kueue_has_not_taken() -> None:

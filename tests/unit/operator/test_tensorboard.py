@@ -1,4 +1,5 @@
-"""A TFJob's TensorBoard (tensorboard.py): what it asks for, what runs, when it goes."""
+"""A TFJob's TensorBoard (integrations/tensorboard.py): what it asks for, what runs, when
+it goes."""
 
 from __future__ import annotations
 
@@ -18,10 +19,7 @@ from tfjob_operator.api import (
     LABEL_TENSORBOARD_OF,
     JobRef,
 )
-from tfjob_operator.decide import JobView
-from tfjob_operator.operator_main import child_reader
-from tfjob_operator.spec import parse_spec
-from tfjob_operator.tensorboard import (
+from tfjob_operator.integrations.tensorboard import (
     DEFAULT_TTL_SECONDS,
     BoardObservation,
     BoardPlan,
@@ -32,7 +30,10 @@ from tfjob_operator.tensorboard import (
     plan_board,
     render_board,
 )
+from tfjob_operator.job_view import JobView
+from tfjob_operator.spec import parse_spec
 from tfjob_operator.timeutil import to_rfc3339
+from tfjob_operator.watchcache import child_reader
 
 IMAGE = "ghcr.io/tfjob-operator/tfjob-trainer:0.1.0"
 LOG_DIR = "/data/$(TFJOB_NAME)-$(TFJOB_UID)/logs"

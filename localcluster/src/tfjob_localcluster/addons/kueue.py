@@ -53,7 +53,7 @@ KUBEFLOW_INTEGRATION = "kubeflow.org/tfjob"
 BATCH_JOB_INTEGRATION = "batch/job"
 WEBHOOK_RESOURCES = ("tfjobs",)
 #: Jobs whose own controller is Kueue's job controller for them: TFJobs, whose Workloads
-#: the operator makes (operator/src/tfjob_operator/queueing.py).
+#: the operator makes (operator/src/tfjob_operator/integrations/kueue.py).
 TFJOB_DEV_FRAMEWORK = "TFJob.v1.tfjob.dev"
 KUBEFLOW_FRAMEWORK = "TFJob.v1.kubeflow.org"
 KUEUE_GROUP = "kueue.x-k8s.io"

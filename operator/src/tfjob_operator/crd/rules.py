@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from .. import tensorboard
 from ..api import CONTAINER_NAME as TENSORFLOW_CONTAINER
 from ..api import MANAGED_BY, ReplicaType
+from ..integrations import tensorboard
 from ..spec import DNS_1035, MAX_CHILD_NAME, MAX_REPLICAS
 
 Rule = dict[str, Any]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from .. import tensorboard
 from ..api import (
     CONTAINER_NAME,
     DEFAULT_PORT,
@@ -32,6 +31,7 @@ from ..api import (
     SuccessPolicy,
     TFJobApi,
 )
+from ..integrations import tensorboard
 from ..spec import MAX_REPLICAS
 from . import rules
 from .structural import QUANTITY_PATTERN, Schema, int_or_string
@@ -241,7 +241,7 @@ def run_policy_schema() -> Schema:
 
 def tensorboard_schema() -> Schema:
     """spec.tensorboard (tfjob.dev only; kubeflow.org jobs use the annotation): see
-    tensorboard.py, which checks the same when it reads the annotation."""
+    integrations/tensorboard.py, which checks the same when it reads the annotation."""
     quantities = {
         "type": "object",
         "additionalProperties": int_or_string(pattern=QUANTITY_PATTERN),

@@ -23,23 +23,26 @@ a job's logs are not every tenant's. `tfjob-operator tensorboard` reaches it thr
 server's port-forward, which enters the pod's own network namespace and is not subject to
 the policy.
 
-Like Kueue and gangs it sits beside the TFJob's own flow, which it never changes:
-`plan_board` is a pure function of the job, its status and what the watches show of its
-TensorBoard; the controller merges the status it returns into the job's.
+Unlike Kueue and gangs it holds nothing back: it sits beside the TFJob's own flow, which it
+never changes (`Stage.BESIDE`). `plan_board` is a pure function of the job, its status as
+decided and what the watches show of its TensorBoard; its status goes into the job's
+`status.tensorboard` in the same write.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import logging
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-from . import conditions as cond
-from .api import (
+from .. import conditions as cond
+from ..api import (
     CONTAINER_NAME,
     LABEL_TENSORBOARD_DIGEST,
     LABEL_TENSORBOARD_OF,
@@ -48,11 +51,17 @@ from .api import (
     TFJOB_DEV,
     JobRef,
 )
-from .decide import JobView
-from .events import WARNING, Event
-from .observe import controller_uid
-from .spec import JobSpec
-from .timeutil import from_rfc3339, to_rfc3339
+from ..errors import ApiError
+from ..events import NORMAL, WARNING, Event
+from ..job_view import JobView
+from ..kube import APPS, NETWORKING
+from ..observe import controller_uid
+from ..spec import JobSpec
+from ..timeutil import from_rfc3339, to_rfc3339
+from ..watchcache import Resource, child_reader
+from .base import Host, Integration, Outcome, Settled, Stage, Watched
+
+logger = logging.getLogger(__name__)
 
 PORT: Final = TENSORBOARD_PORT
 PORT_NAME: Final = "http"
@@ -405,3 +414,116 @@ def observe_board(kind: str, body: Mapping[str, Any]) -> BoardObservation:
         available=int(status.get("availableReplicas") or 0) > 0,
         refused=str(failure.get("message") or failure.get("reason")) if failure else None,
     )
+
+
+class BoardApi(Protocol):
+    """The writes of a TensorBoard's children (kube.Kube)."""
+
+    async def create_deployment(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
+    async def delete_deployment(self, namespace: str, name: str, uid: str) -> bool: ...
+    async def create_service(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
+    async def delete_service(self, namespace: str, name: str, uid: str) -> bool: ...
+    async def create_network_policy(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
+    async def delete_network_policy(self, namespace: str, name: str, uid: str) -> bool: ...
+
+
+#: The kinds of a TensorBoard's children: their resource, where they are served.
+KINDS: Final = (
+    ("Deployment", "deployments", APPS),
+    ("Service", "services", "/api/v1"),
+    ("NetworkPolicy", "networkpolicies", NETWORKING),
+)
+
+
+class TensorBoard(Integration[tuple[BoardObservation, ...], BoardPlan]):
+    """The job's TensorBoard, beside it (the module's doc)."""
+
+    name = "tensorboard"
+    stage = Stage.BESIDE
+    status_field = "tensorboard"
+
+    def __init__(self, default_image: str | None = None, cluster_domain: str | None = None):
+        """`default_image` runs the TensorBoards of jobs that name no image."""
+        self.default_image = default_image
+        self.cluster_domain = cluster_domain
+
+    def watches(self) -> Sequence[Watched]:
+        return tuple(
+            Watched(
+                Resource(plural, group_path, LABEL_TENSORBOARD_OF),
+                child_reader(functools.partial(observe_board, kind), LABEL_TENSORBOARD_OF),
+            )
+            for kind, plural, group_path in KINDS
+        )
+
+    async def observe(
+        self, job: JobView, records: Sequence[Any], reads: Any, now: float
+    ) -> tuple[BoardObservation, ...]:
+        return tuple(records)
+
+    def settle(
+        self,
+        job: JobView,
+        spec: JobSpec | None,
+        observed: tuple[BoardObservation, ...],
+        outcome: Outcome,
+        gate: Any,
+    ) -> Settled[BoardPlan]:
+        board = plan_board(
+            job,
+            spec,
+            outcome.status,
+            observed,
+            outcome.now,
+            self.default_image,
+            self.cluster_domain,
+        )
+        return Settled(board, board.status, tuple(board.events), board.requeue_after)
+
+    async def apply(self, job: JobView, writes: BoardPlan, host: Host) -> float | None:
+        """Deletions, then creations. A create the API server refuses (no role for
+        Deployments, a quota) is an event, not a failed reconcile: the job runs on, and the
+        next reconcile tries again."""
+        api: BoardApi = host.api
+        namespace = job.ref.namespace
+        by_kind: dict[
+            str,
+            tuple[
+                Callable[[str, Mapping[str, Any]], Awaitable[bool]],
+                Callable[[str, str, str], Awaitable[bool]],
+            ],
+        ] = {
+            "Deployment": (api.create_deployment, api.delete_deployment),
+            "Service": (api.create_service, api.delete_service),
+            "NetworkPolicy": (api.create_network_policy, api.delete_network_policy),
+        }
+        for child in writes.delete:
+            host.forget_create(child.kind, child.name)
+            deleted = await by_kind[child.kind][1](namespace, child.name, child.uid)
+            if deleted and child.kind == "Deployment":
+                message = f"Removed TensorBoard {child.name}: {writes.why}"
+                host.record(Event(NORMAL, "TensorBoardRemoved", message))
+        for body in writes.create:
+            kind, name = body["kind"], body["metadata"]["name"]
+            if not host.creating(kind, name):
+                continue
+            try:
+                created = await by_kind[kind][0](namespace, body)
+            except ApiError as error:
+                host.forget_create(kind, name)
+                if error.namespace_terminating:
+                    return None
+                message = f"could not create the TensorBoard's {kind} {name}: {error}"
+                host.record(Event(WARNING, "FailedCreateTensorBoard", message))
+                if not error.refused:
+                    raise
+                logger.warning("tfjob %s/%s: %s", namespace, job.ref.name, message)
+                continue
+            if created and kind == "Deployment" and writes.status is not None:
+                message = (
+                    f"Created TensorBoard {name}: it reads {writes.status['logDir']} and serves "
+                    f"at {writes.status['url']} (`tfjob-operator tensorboard {job.ref.name}` "
+                    "forwards a local port to it)"
+                )
+                host.record(Event(NORMAL, "TensorBoardCreated", message))
+        return None

@@ -36,10 +36,9 @@ import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-from . import gates
-from .api import (
+from ..api import (
     KUEUE_API_VERSION,
     KUEUE_GROUP,
     KUEUE_JOB_UID_LABEL,
@@ -51,14 +50,21 @@ from .api import (
     KUEUE_TOPOLOGY_GATE,
     KUEUE_UNCONSTRAINED_TOPOLOGY,
     KUEUE_WORKLOAD_ANNOTATION,
+    KUEUE_WORKLOADS_PATH,
     LABEL_REPLICA_INDEX,
     TFJOB_DEV,
     JobRef,
     TFJobApi,
 )
-from .gates import Gate
-from .observe import FlavorObservation, PriorityClass, WorkloadObservation
-from .spec import JobSpec, Replica
+from ..errors import ApiError
+from ..events import NORMAL, WARNING, Event
+from ..job_view import JobView
+from ..observe import FlavorObservation, PriorityClass, WorkloadObservation, observe_workload
+from ..spec import JobSpec, Replica
+from ..timeutil import to_rfc3339
+from ..watchcache import JobKey, Resource
+from . import base as gates
+from .base import Gate, Host, Integration, Outcome, Passage, Settled, Stage, Watched
 
 
 def workload_name(job: JobRef) -> str:
@@ -243,7 +249,7 @@ def on_operators_route(api: TFJobApi, workloads: Sequence[WorkloadObservation]) 
     return api is TFJOB_DEV or all(w.made_here for w in workloads)
 
 
-@dataclass
+@dataclass(frozen=True)
 class WorkloadWrites:
     """A decision's writes of the job's Workload: one to create (while no pod exists),
     those to delete (the replicas changed, the job is suspended) with why, and a status
@@ -370,3 +376,195 @@ def _status(workload: WorkloadObservation, changes: Sequence[dict[str, Any]]) ->
         "metadata": {"resourceVersion": workload.resource_version},
         "status": {"conditions": kept + list(changes), "admission": None},
     }
+
+
+#: A ResourceFlavor read for an admission is read again after this long.
+FLAVOR_TTL_SECONDS: Final = 30.0
+#: A job whose Workload names a priority class that does not exist looks again this often.
+MISSING_CLASS_RETRY_SECONDS: Final = 10.0
+
+
+def read_workload(body: Mapping[str, Any]) -> tuple[str, JobKey, WorkloadObservation] | None:
+    """Reads a Kueue Workload into its record, filed under the TFJob that owns it."""
+    metadata = body["metadata"]
+    owner = next((r for r in metadata.get("ownerReferences") or [] if r.get("controller")), None)
+    if owner is None or owner.get("kind") != "TFJob":
+        return None
+    key = (metadata["namespace"], owner["name"])
+    return metadata["uid"], key, observe_workload(body)
+
+
+@dataclass(frozen=True)
+class Queued:
+    """What a decision reads of Kueue for one job: the job's Workloads, and the
+    ResourceFlavors an admitted one names."""
+
+    workloads: tuple[WorkloadObservation, ...] = ()
+    flavors: Mapping[str, FlavorObservation] = field(default_factory=dict)
+
+    def queued_here(self, job: JobView) -> bool:
+        """Queued in Kueue with the operator as its job controller (on_operators_route)."""
+        return job.queue is not None and on_operators_route(job.ref.api, self.workloads)
+
+    def not_admitted(self) -> str | None:
+        return next((w.not_admitted for w in self.workloads), None)
+
+
+class KueueApi(Protocol):
+    """The writes and reads of Kueue's objects (kube.Kube)."""
+
+    async def create_workload(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
+    async def delete_workload(self, namespace: str, workload: WorkloadObservation) -> bool: ...
+    async def patch_workload_status(
+        self, namespace: str, workload: WorkloadObservation, patch: Mapping[str, Any]
+    ) -> None: ...
+    async def read_resource_flavor(self, name: str) -> FlavorObservation | None: ...
+    async def read_priority_class(self, kind: str, name: str) -> int | None: ...
+    async def list_priority_classes(self) -> list[PriorityClass]: ...
+
+
+class Kueue(Integration[Queued, WorkloadWrites]):
+    """A queued job waits, Suspended, for its Workload's admission (the module's doc)."""
+
+    name = "kueue"
+    stage = Stage.JOB
+
+    def __init__(self) -> None:
+        #: ResourceFlavors read for admissions, with when they were read (monotonic).
+        self._flavors: dict[str, tuple[float, FlavorObservation | None]] = {}
+
+    def watches(self) -> Sequence[Watched]:
+        # Kueue may not be installed: the watch is optional.
+        resource = Resource("workloads", KUEUE_WORKLOADS_PATH, KUEUE_JOB_UID_LABEL, optional=True)
+        return (Watched(resource, read_workload),)
+
+    async def observe(self, job: JobView, records: Sequence[Any], reads: Any, now: float) -> Queued:
+        """The job's Workloads, and the ResourceFlavors its admitted one names, read at
+        most every FLAVOR_TTL_SECONDS; one that does not exist is left out."""
+        workloads = tuple(w for w in records if w.owner_uid == job.ref.uid)
+        api: KueueApi = reads
+        names = {
+            name
+            for w in workloads
+            if w.admitted and not w.finished
+            for names in w.flavors.values()
+            for name in names
+        }
+        for name in names:
+            read = self._flavors.get(name)
+            if read is None or now - read[0] > FLAVOR_TTL_SECONDS:
+                self._flavors[name] = (now, await api.read_resource_flavor(name))
+        flavors = {name: flavor for name in names if (flavor := self._flavors[name][1])}
+        return Queued(workloads, flavors)
+
+    def gate(
+        self, job: JobView, spec: JobSpec, observed: Queued, *, pods_exist: bool, now: str
+    ) -> Gate[WorkloadWrites] | None:
+        if not observed.queued_here(job):
+            return None
+        assert job.queue is not None
+        return admission(
+            job.ref,
+            spec,
+            job.queue,
+            job.priority_class,
+            observed.workloads,
+            observed.flavors,
+            pods_exist=pods_exist,
+            now=now,
+        )
+
+    def suspended_why(
+        self, job: JobView, spec: JobSpec, observed: Queued, gate: Gate[WorkloadWrites] | None
+    ) -> str | None:
+        name = f"TFJob {job.ref.namespace}/{job.ref.name}"
+        if gate is not None and gate.passage is Passage.EVICTED:
+            return (
+                f"{name} is suspended: Kueue took its admission back ({gate.why}); it is "
+                "queued again once its pods are gone."
+            )
+        if job.queue is None or (observed.queued_here(job) and spec.run_policy.suspend):
+            return None
+        message = (
+            f"{name} is suspended: queued in Kueue's LocalQueue {job.queue} until it is admitted."
+        )
+        not_admitted = (gate.why if gate is not None else None) or observed.not_admitted()
+        if not_admitted:
+            message += f" Kueue: {not_admitted}"
+        return message
+
+    def settle(
+        self,
+        job: JobView,
+        spec: JobSpec | None,
+        observed: Queued,
+        outcome: Outcome,
+        gate: Gate[WorkloadWrites] | None,
+    ) -> Settled[WorkloadWrites] | None:
+        """A finished job's Workload is marked Finished, which gives its quota back; a job
+        suspended by its spec leaves the queue."""
+        if not observed.queued_here(job):
+            return None
+        if outcome.finished:
+            workload = next((w for w in observed.workloads if not w.finished), None)
+            if workload is None:
+                return None
+            patch = finished_status(
+                workload, outcome.succeeded, outcome.message, to_rfc3339(outcome.now)
+            )
+            return Settled(WorkloadWrites(patch_status=(workload, patch)))
+        if outcome.suspended_by_spec:
+            return Settled(
+                WorkloadWrites(delete=withdrawn(observed.workloads, "the TFJob is suspended"))
+            )
+        return None if gate is None else Settled(gate.writes)
+
+    async def apply(self, job: JobView, writes: WorkloadWrites, host: Host) -> float | None:
+        """Deletes, then the status patch, then the Workload to create, with its priority."""
+        api: KueueApi = host.api
+        namespace = job.ref.namespace
+        for workload, why in writes.delete:
+            if await api.delete_workload(namespace, workload):
+                message = f"Deleted Workload {workload.name}: {why}"
+                host.record(Event(NORMAL, "SuccessfulDeleteWorkload", message))
+        if writes.patch_status is not None:
+            workload, patch = writes.patch_status
+            await api.patch_workload_status(namespace, workload, patch)
+        body = writes.create
+        if body is None:
+            return None
+        ref = body["spec"].get("priorityClassRef")
+        priority = await _workload_priority(api, ref)
+        if priority is None:
+            assert ref is not None
+            message = (
+                f"{ref['kind']} {ref['name']} does not exist: the job's Workload is made "
+                "once it does"
+            )
+            host.record(Event(WARNING, "FailedCreateWorkload", message))
+            return MISSING_CLASS_RETRY_SECONDS
+        await host.create_prerequisite(
+            with_priority(body, priority),
+            api.create_workload,
+            missing="is Kueue installed? The job waits for its Workload",
+            created=f"in LocalQueue {body['spec']['queueName']}: the job runs once Kueue admits it",
+        )
+        return None
+
+
+async def _workload_priority(
+    api: KueueApi, ref: Mapping[str, str] | None
+) -> tuple[Mapping[str, str] | None, int] | None:
+    """The priority of a Workload about to be made, as Kueue reads it for the Workloads it
+    makes: the value of the class `ref` names, else the cluster's default
+    (default_priority). None if the class named does not exist; a class the operator may
+    not read (a namespaced install) counts 0."""
+    try:
+        if ref is None:
+            return default_priority(await api.list_priority_classes())
+        value = await api.read_priority_class(ref["kind"], ref["name"])
+    except ApiError as error:
+        if error.status != 403:
+            raise
+        return ref, 0
+    return None if value is None else (ref, value)

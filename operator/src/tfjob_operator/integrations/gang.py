@@ -16,15 +16,21 @@ one are an error, not silently ignored.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-from . import gates, quantity
-from .api import GroupVersion, JobRef, ReplicaType
-from .gates import Gate
-from .observe import PodGroupObservation
-from .spec import InvalidSpec, JobSpec, Replica
+from .. import quantity
+from ..api import LABEL_JOB_NAME, GroupVersion, JobRef, ReplicaType
+from ..events import NORMAL, Event
+from ..job_view import JobView
+from ..observe import PodGroupObservation, observe_pod_group
+from ..spec import InvalidSpec, JobSpec, Replica
+from ..watchcache import Resource, child_reader
+from . import base as gates
+from .base import Gate, Host, Integration, Outcome, Settled, Stage, Watched
 
 #: The scheduler names the two gang schedulers are deployed under by default.
 SCHEDULER_PLUGINS_NAME: Final = "scheduler-plugins-scheduler"
@@ -282,7 +288,7 @@ def render_pod_group(job: JobRef, gang: Gang) -> dict[str, Any]:
 GANG_UNSCHEDULABLE: Final = "GangUnschedulable"
 
 
-@dataclass
+@dataclass(frozen=True)
 class PodGroupWrites:
     """A decision's writes of the job's PodGroups: one to create, a spec change of the
     job's PodGroup (the replica counts changed), and those to delete with why."""
@@ -293,7 +299,7 @@ class PodGroupWrites:
 
 
 def gate(
-    job: JobRef, gang: Gang | None, pod_groups: Sequence[PodGroupObservation]
+    job: JobRef, gang: Gang, pod_groups: Sequence[PodGroupObservation]
 ) -> Gate[PodGroupWrites]:
     """The gang's gate for the job's pods: it creates or updates the gang's PodGroup, and
     opens once the watch shows it as the gang wants it.
@@ -304,10 +310,9 @@ def gate(
     event or its periodic flush, minutes on. So the PodGroup goes first and the pods follow
     once it has come back through a watch. The gate stays closed while the gang is larger
     than the job: none of its pods could be placed. A PodGroup of the same name owned by an
-    earlier TFJob is going away with it: the pods wait until it has.
+    earlier TFJob is going away with it: the pods wait until it has. Once open, it names
+    the gang's scheduler and PodGroup in each pod.
     """
-    if gang is None:
-        return gates.opened(PodGroupWrites())
     named = [g for g in pod_groups if g.api_version == gang.api.api_version]
     own = next((g for g in named if g.owner_uid == job.uid), None)
     if own is None:
@@ -318,7 +323,11 @@ def gate(
         return gates.waiting(PodGroupWrites(patch=(own, {"spec": changed})))
     if gang.larger_than_job:
         return gates.waiting(PodGroupWrites(), _larger_than_job(gang))
-    return gates.opened(PodGroupWrites())
+    return gates.opened(PodGroupWrites(), functools.partial(_join, job.name, gang))
+
+
+def _join(job_name: str, gang: Gang, pod: dict[str, Any], replica: Replica) -> None:
+    join_gang(pod, job_name, replica, gang)
 
 
 def released(
@@ -360,3 +369,126 @@ def _larger_than_job(gang: Gang) -> str:
         f"the job's {gang.job_replicas} replicas: the gang cannot be complete until "
         "minAvailable is lowered"
     )
+
+
+@dataclass(frozen=True)
+class Ganged:
+    """What a decision reads of gang scheduling for one job: its gang (None: not
+    gang-scheduled, or its spec invalid), why its gang options are invalid, its PodGroups."""
+
+    gang: Gang | None = None
+    invalid: InvalidSpec | None = None
+    pod_groups: tuple[PodGroupObservation, ...] = ()
+
+
+def observation(
+    spec: JobSpec | InvalidSpec,
+    pod_groups: Sequence[PodGroupObservation],
+    schedulers: GangSchedulers,
+) -> Ganged:
+    if isinstance(spec, InvalidSpec):
+        return Ganged(pod_groups=tuple(pod_groups))
+    try:
+        return Ganged(job_gang(spec, schedulers), pod_groups=tuple(pod_groups))
+    except InvalidSpec as error:
+        return Ganged(invalid=error, pod_groups=tuple(pod_groups))
+
+
+class PodGroupApiWrites(Protocol):
+    """The writes of PodGroups (kube.Kube)."""
+
+    async def create_pod_group(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
+    async def patch_pod_group(
+        self, namespace: str, group: PodGroupObservation, patch: Mapping[str, Any]
+    ) -> None: ...
+    async def delete_pod_group(self, namespace: str, group: PodGroupObservation) -> bool: ...
+
+
+class GangScheduling(Integration[Ganged, PodGroupWrites]):
+    """A job's pods wait for its PodGroup, of the gang scheduler the job names (the
+    module's doc): scheduler-plugins' Coscheduling or Volcano, chosen per job."""
+
+    name = "gang"
+    stage = Stage.PODS
+
+    def __init__(self, schedulers: GangSchedulers = USUAL_GANG_SCHEDULERS) -> None:
+        self.schedulers = schedulers
+
+    def watches(self) -> Sequence[Watched]:
+        # A gang scheduler's CRD may not be installed: the watches are optional.
+        return tuple(
+            Watched(
+                Resource("podgroups", group.path, LABEL_JOB_NAME, optional=True),
+                child_reader(observe_pod_group),
+            )
+            for group in POD_GROUP_APIS
+        )
+
+    async def observe(self, job: JobView, records: Sequence[Any], reads: Any, now: float) -> Ganged:
+        return observation(job.parsed, records, self.schedulers)
+
+    def check(self, job: JobView, spec: JobSpec, observed: Ganged) -> InvalidSpec | None:
+        return observed.invalid
+
+    def gate(
+        self, job: JobView, spec: JobSpec, observed: Ganged, *, pods_exist: bool, now: str
+    ) -> Gate[PodGroupWrites] | None:
+        if observed.gang is None:
+            return None
+        return gate(job.ref, observed.gang, observed.pod_groups)
+
+    def pods_wait_why(
+        self, job: JobView, observed: Ganged, pods_say: tuple[str, str] | None
+    ) -> tuple[str, str] | None:
+        """The PodGroup's word, or the scheduler's on a pod, said of the gang."""
+        gang = observed.gang
+        if gang is None:
+            return None
+        said = why_waiting(job.ref, gang, observed.pod_groups)
+        if said is None:
+            if pods_say is None or pods_say[0] not in ("Unschedulable", GANG_UNSCHEDULABLE):
+                return None
+            said = pods_say[1]
+        return GANG_UNSCHEDULABLE, gang.cannot_place(job.ref.name, said)
+
+    def settle(
+        self,
+        job: JobView,
+        spec: JobSpec | None,
+        observed: Ganged,
+        outcome: Outcome,
+        gate: Gate[PodGroupWrites] | None,
+    ) -> Settled[PodGroupWrites] | None:
+        """The gate's writes, and the PodGroups the job no longer needs."""
+        delete = released(
+            job.ref,
+            observed.gang if spec is not None else None,
+            observed.pod_groups,
+            finished=outcome.finished,
+            suspended=outcome.suspended,
+        )
+        if gate is None and not delete:
+            return None
+        writes = gate.writes if gate is not None else PodGroupWrites()
+        return Settled(dataclasses.replace(writes, delete=delete))
+
+    async def apply(self, job: JobView, writes: PodGroupWrites, host: Host) -> float | None:
+        """Deletes, the spec patch, then the PodGroup to create, before the pods."""
+        api: PodGroupApiWrites = host.api
+        namespace = job.ref.namespace
+        for group, why in writes.delete:
+            if await api.delete_pod_group(namespace, group):
+                message = f"Deleted PodGroup {group.name} ({group.api_version}): {why}"
+                host.record(Event(NORMAL, "SuccessfulDeletePodGroup", message))
+        if writes.patch is not None:
+            group, patch = writes.patch
+            await api.patch_pod_group(namespace, group, patch)
+        body = writes.create
+        if body is not None:
+            await host.create_prerequisite(
+                body,
+                api.create_pod_group,
+                missing="is its gang scheduler installed? The job's pods wait for their PodGroup",
+                created=f"for its {body['spec']['minMember']} pods: they are placed together",
+            )
+        return None
