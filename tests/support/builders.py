@@ -7,6 +7,7 @@ One module, so that a replica spec is written one way whichever tier builds it.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ from typing import Any
 from tfjob_localcluster.images.catalog import BUSYBOX
 from tfjob_operator.api import JobRef
 from tfjob_operator.decide import Plan, decide
+from tfjob_operator.integrations import Settings, integrations
 from tfjob_operator.integrations.base import Observation
 from tfjob_operator.integrations.gang import (
     USUAL_GANG_SCHEDULERS,
@@ -22,9 +24,7 @@ from tfjob_operator.integrations.gang import (
     GangScheduling,
     PodGroupWrites,
 )
-from tfjob_operator.integrations.gang import observation as gang_observation
-from tfjob_operator.integrations.kueue import Kueue, Queued, WorkloadWrites
-from tfjob_operator.integrations.tensorboard import BoardObservation, TensorBoard
+from tfjob_operator.integrations.kueue import Kueue, WorkloadWrites
 from tfjob_operator.job_view import JobView
 from tfjob_operator.observe import (
     FlavorObservation,
@@ -189,29 +189,34 @@ def decide_observing(
     flavors: Mapping[str, FlavorObservation] | None = None,
     pod_groups: Sequence[PodGroupObservation] = (),
     gangs: GangSchedulers = USUAL_GANG_SCHEDULERS,
-    boards: Sequence[BoardObservation] = (),
-    tensorboard_image: str | None = None,
+    records: Mapping[str, Sequence[Any]] | None = None,
     **options: Any,
 ) -> Plan:
-    """`decide` with every integration the operator runs, each observing what it is given:
-    Kueue `workloads` (and the `flavors` they name), the gang's `pod_groups`, the
-    TensorBoard's `boards`."""
-    return decide(
-        job,
-        pods,
-        services,
-        now,
-        cluster_domain,
-        observations=[
-            Observation(
-                Kueue(),
-                Queued(tuple(w for w in workloads if w.owner_uid == job.ref.uid), flavors or {}),
+    """`decide` with every integration the operator runs, each observing what its watches
+    would show: Kueue `workloads` (and the ResourceFlavors `flavors` it reads), the gang's
+    `pod_groups`, and any integration's `records` by its name."""
+    shown = {Kueue.name: workloads, GangScheduling.name: pod_groups, **(records or {})}
+    reads = _FlavorReads(flavors or {})
+    observations = [
+        Observation(
+            integration,
+            asyncio.run(
+                integration.observe(job, list(shown.get(integration.name, ())), reads, 0.0)
             ),
-            Observation(GangScheduling(gangs), gang_observation(job.parsed, pod_groups, gangs)),
-            Observation(TensorBoard(tensorboard_image, cluster_domain), tuple(boards)),
-        ],
-        **options,
-    )
+        )
+        for integration in integrations(Settings(gangs=gangs, cluster_domain=cluster_domain))
+    ]
+    return decide(job, pods, services, now, cluster_domain, observations=observations, **options)
+
+
+class _FlavorReads:
+    """The ResourceFlavors Kueue's observation reads."""
+
+    def __init__(self, flavors: Mapping[str, FlavorObservation]) -> None:
+        self.flavors = flavors
+
+    async def read_resource_flavor(self, name: str) -> FlavorObservation | None:
+        return self.flavors.get(name)
 
 
 def workload_writes(plan: Plan) -> WorkloadWrites:

@@ -122,6 +122,17 @@ class FakeWrites:
         self.calls.append(("delete networkpolicy", name))
         return True
 
+    async def create_object(
+        self, namespace: str, group_path: str, plural: str, body: Mapping[str, Any]
+    ) -> bool:
+        return self._create(body["kind"].lower(), body)
+
+    async def delete_object(
+        self, namespace: str, group_path: str, plural: str, name: str, uid: str
+    ) -> bool:
+        self.calls.append((f"delete {plural[:-1]}", name))
+        return True
+
     async def delete_collection(
         self, namespace: str, plural: str, job_uid: str, keep: Collection[str]
     ) -> list[tuple[str, str]]:
