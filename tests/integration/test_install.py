@@ -390,6 +390,10 @@ def test_rbac_grants_exactly_what_the_operator_uses(
         ("create", "networking.k8s.io", "networkpolicies"),
         ("watch", "networking.k8s.io", "networkpolicies"),
         ("delete", "networking.k8s.io", "networkpolicies"),
+        # Disruption budgets (integrations/disruption.py): created, watched, deleted.
+        ("create", "policy", "poddisruptionbudgets"),
+        ("watch", "policy", "poddisruptionbudgets"),
+        ("delete", "policy", "poddisruptionbudgets"),
         # Who may read /metrics (metrics_access.py).
         ("create", "authentication.k8s.io", "tokenreviews"),
         ("create", "authorization.k8s.io", "subjectaccessreviews"),
@@ -406,6 +410,7 @@ def test_rbac_grants_exactly_what_the_operator_uses(
         ("patch", "apps", "deployments"),
         ("update", "apps", "deployments"),
         ("update", "networking.k8s.io", "networkpolicies"),
+        ("update", "policy", "poddisruptionbudgets"),
         ("list", "", "nodes"),
         ("create", "", "pods", "exec"),
         ("update", "tfjob.dev", "tfjobs", "status"),

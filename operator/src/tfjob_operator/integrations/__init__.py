@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import Integration
+from .disruption import DisruptionBudget
 from .gang import USUAL_GANG_SCHEDULERS, GangSchedulers, GangScheduling
 from .kueue import Kueue
 from .tensorboard import TensorBoard
@@ -31,4 +32,5 @@ def integrations(settings: Settings = Settings()) -> tuple[Integration[Any, Any]
         Kueue(),
         GangScheduling(settings.gangs),
         TensorBoard(settings.tensorboard_image, settings.cluster_domain),
+        DisruptionBudget(),
     )
