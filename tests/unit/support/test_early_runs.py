@@ -15,15 +15,16 @@ from support.early_runs import EarlyRun, EarlyRuns
 from support.waiting import wait_until
 
 #: Appends a line to started.log in its work directory, prints, and writes `interrupted`
-#: there when it gets SIGINT (KeyboardInterrupt) while it sleeps for argv[2] seconds.
+#: there when it gets SIGINT (KeyboardInterrupt) while it sleeps for argv[2] seconds. The
+#: log is written inside the `try`: a SIGINT sent once it is there is always caught.
 SCRIPT = """
 import sys, time
 from pathlib import Path
 work = Path(sys.argv[1])
-with (work / "started.log").open("a") as log:
-    log.write("started\\n")
-print("out"); print("err", file=sys.stderr); sys.stdout.flush()
 try:
+    print("out"); print("err", file=sys.stderr); sys.stdout.flush()
+    with (work / "started.log").open("a") as log:
+        log.write("started\\n")
     time.sleep(float(sys.argv[2]))
 except KeyboardInterrupt:
     (work / "interrupted").write_text("yes")
