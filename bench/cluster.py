@@ -24,7 +24,8 @@ from tfjob_localcluster import binaries as binaries_module
 from tfjob_localcluster.clusters import Cluster
 from tfjob_localcluster.host.procs import ManagedProcess
 from tfjob_localcluster.local.controlplane import ControlPlane
-from tfjob_localcluster.rest import Rest, RestError
+from tfjob_localcluster.rest import Rest
+from tfjob_operator.errors import ApiError
 
 NAMESPACE = "tfjob-bench"
 OPERATOR_USER = "tfjob-bench:operator"
@@ -283,7 +284,7 @@ class BenchCluster(Cluster):
                     waiting = f"the default service account of namespace {NAMESPACE}"
                     rest.request("GET", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default")
                     return
-            except (RestError, OSError):
+            except (ApiError, OSError):
                 pass
             time.sleep(0.2)
         raise BenchClusterError(f"the bench cluster was not ready in time: waiting for {waiting}")

@@ -17,7 +17,8 @@ from harness import kwok
 from tfjob_localcluster import binaries
 from tfjob_localcluster.host.procs import ManagedProcess
 from tfjob_localcluster.local.cluster import LocalCluster
-from tfjob_localcluster.rest import Rest, RestError
+from tfjob_localcluster.rest import Rest
+from tfjob_operator.errors import ApiError
 
 NAME: Final = f"{kwok.NODE_PREFIX}bystander"
 TAINT: Final = {"key": "tfjob.dev/chaos-bystander", "effect": "NoSchedule"}
@@ -71,5 +72,5 @@ class Bystander:
 def _ready(rest: Rest) -> bool:
     try:
         return kwok.ready(rest.request("GET", f"/api/v1/nodes/{NAME}"))
-    except (RestError, OSError):
+    except (ApiError, OSError):
         return False

@@ -32,8 +32,9 @@ from harness.operator_process import (
 )
 from harness.promtext import counters
 from tfjob_localcluster.local.cluster import LocalCluster
-from tfjob_localcluster.rest import Rest, RestError
+from tfjob_localcluster.rest import Rest
 from tfjob_localcluster.waiting import wait_until
+from tfjob_operator.errors import ApiError
 
 #: The namespace of the Lease, as the chart's release namespace.
 LEASE_NAMESPACE = "tfjob-system"
@@ -93,7 +94,7 @@ class Candidates:
                 "GET",
                 f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{LEASE}",
             )
-        except (RestError, OSError):
+        except (ApiError, OSError):
             return None
         holder = (lease.get("spec") or {}).get("holderIdentity") or ""
         return next((c for c in self.running if c.identity == holder), None)

@@ -24,7 +24,8 @@ from typing import Any, Final
 from tfjob_localcluster import binaries
 from tfjob_localcluster.host.ports import free_port
 from tfjob_localcluster.host.procs import ManagedProcess, Started
-from tfjob_localcluster.rest import Rest, RestError
+from tfjob_localcluster.rest import Rest
+from tfjob_operator.errors import ApiError
 
 READY_SECONDS: Final = 30
 #: Latency of every answer while the latency fault lasts: 5 s, give or take 3 s.
@@ -87,7 +88,7 @@ class Toxiproxy(Started):
     def _answers(self) -> bool:
         try:
             self.api.request("GET", "/version")
-        except (RestError, OSError):
+        except (ApiError, OSError):
             return False
         return True
 

@@ -32,9 +32,10 @@ from harness import audit
 from tfjob_localcluster.host import packages
 from tfjob_localcluster.images.catalog import BUSYBOX
 from tfjob_localcluster.local.cluster import LocalCluster
-from tfjob_localcluster.rest import Rest, RestError
+from tfjob_localcluster.rest import Rest
 from tfjob_localcluster.waiting import wait_until
 from tfjob_operator.api import PLURAL, TFJOB_DEV
+from tfjob_operator.errors import ApiError
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"
@@ -211,7 +212,7 @@ def _delete_all(rest: Rest) -> dict[str, list[str]]:
                 ]
                 for kind in ("pods", "services")
             }
-        except (RestError, OSError) as error:
+        except (ApiError, OSError) as error:
             if time.monotonic() > deadline:
                 raise ChaosError(f"could not list what the jobs left: {error}") from error
         else:

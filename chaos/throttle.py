@@ -14,7 +14,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Final
 
-from tfjob_localcluster.rest import Rest, RestError
+from tfjob_localcluster.rest import Rest
+from tfjob_operator.errors import ApiError
 
 FLOWCONTROL: Final = "/apis/flowcontrol.apiserver.k8s.io/v1"
 NAME: Final = "chaos-operators-throttled"
@@ -69,5 +70,5 @@ def throttled(rest: Rest, group: str) -> Iterator[None]:
         yield
     finally:
         for plural in ("flowschemas", "prioritylevelconfigurations"):
-            with contextlib.suppress(RestError):
+            with contextlib.suppress(ApiError):
                 rest.request("DELETE", f"{FLOWCONTROL}/{plural}/{NAME}")

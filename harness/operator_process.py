@@ -27,6 +27,7 @@ from pathlib import Path
 from harness import audit
 from tfjob_localcluster.host.ports import free_port
 from tfjob_localcluster.host.procs import ManagedProcess, ProcessIdentity
+from tfjob_localcluster.waiting import wait_until
 
 DEFAULT_COMMAND = (
     "{python} -m tfjob_operator.cli run --kubeconfig {kubeconfig} "
@@ -104,24 +105,31 @@ class OperatorProcess:
         return self.identity
 
     def wait_ready(self, audit_log: Path, timeout: float, check: Callable[[], None]) -> float:
-        """Blocks until ready (module docstring); returns how long it took."""
+        """Blocks until ready (module docstring); returns how long it took. `check` raises
+        when what the operator runs on has stopped (its cluster)."""
         began = time.monotonic()
         tail = audit.Tail(audit_log)
         watching: set[str] = set()
         ready_url = self._fill(self.command.ready_url)
-        while time.monotonic() - began < timeout:
+
+        def ready() -> bool:
+            watching.update(audit.watched(tail.new(), self.user))
+            return watching.issuperset(WATCHED) and (ready_url is None or _answers(ready_url))
+
+        def checked() -> None:
             check()
             self.check()
-            watching |= audit.watched(tail.new(), self.user)
-            if watching.issuperset(WATCHED) and (ready_url is None or _answers(ready_url)):
-                return time.monotonic() - began
-            time.sleep(0.1)
-        missing = sorted(set(WATCHED) - watching)
-        raise OperatorError(
-            f"the operator was not ready in {timeout:.0f}s (no watch of {', '.join(missing)} "
-            f"by {self.user} in the audit log, or {ready_url} not answering); "
-            f"last lines of {self.log_path}:\n{self.process.tail()}"
-        )
+
+        def timed_out() -> Exception:
+            missing = sorted(set(WATCHED) - watching)
+            return OperatorError(
+                f"the operator was not ready in {timeout:.0f}s (no watch of "
+                f"{', '.join(missing)} by {self.user} in the audit log, or {ready_url} not "
+                f"answering); last lines of {self.log_path}:\n{self.process.tail()}"
+            )
+
+        wait_until(ready, timeout, timed_out, each=checked)
+        return time.monotonic() - began
 
     def run(self, timeout: float = 60) -> None:
         """Starts it and waits until its ready URL answers (wait_answers)."""

@@ -1,7 +1,8 @@
 """A minimal blocking HTTPS client for the launcher: readiness probes and bootstrap objects.
 
 The launcher runs before any Kubernetes client is configured and must not depend on
-one; it only needs a handful of JSON requests authenticated by a client certificate.
+one; it only needs a handful of JSON requests authenticated by a client certificate. A
+refusal is the operator's `ApiError`, as every client of the project raises it.
 """
 
 from __future__ import annotations
@@ -13,17 +14,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.local.pki import KeyPair
+from tfjob_operator.errors import ApiError
 
 #: Tries of a replace that conflicts with a controller's write of the same object.
 CONFLICT_ATTEMPTS = 5
-
-
-class RestError(LocalClusterError):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status
 
 
 def tls_context(ca_cert: Path, client: KeyPair | None = None) -> ssl.SSLContext:
@@ -52,7 +47,7 @@ class Rest:
             with urllib.request.urlopen(request, context=self.context, timeout=timeout) as reply:
                 text = reply.read().decode()
         except urllib.error.HTTPError as error:
-            raise RestError(error.code, error.read().decode(errors="replace")) from None
+            raise ApiError(error.code, f"{method} {path}", error.read()) from None
         try:
             return json.loads(text)
         except json.JSONDecodeError:
@@ -62,7 +57,7 @@ class Rest:
         """Whether GET `path` answers 200 (any connection problem counts as not ready)."""
         try:
             self.request("GET", path, timeout=timeout)
-        except (RestError, OSError):
+        except (ApiError, OSError):
             return False
         return True
 
@@ -76,7 +71,7 @@ class Rest:
         for attempt in range(CONFLICT_ATTEMPTS):
             try:
                 current = self.request("GET", path)
-            except RestError as error:
+            except ApiError as error:
                 if error.status != 404:
                     raise
                 self.request("POST", collection, body)
@@ -85,7 +80,7 @@ class Rest:
             try:
                 self.request("PUT", path, replacement)
                 return
-            except RestError as error:
+            except ApiError as error:
                 if error.status != 409 or attempt == CONFLICT_ATTEMPTS - 1:
                     raise
 

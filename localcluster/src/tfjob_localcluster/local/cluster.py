@@ -61,8 +61,8 @@ from tfjob_localcluster.local.controlplane import (
 from tfjob_localcluster.local.node.config import NodeConfig
 from tfjob_localcluster.local.node.files import REGISTRY_HOSTS_DIR, registry_hosts
 from tfjob_localcluster.local.noderuntime import NodeRuntime
-from tfjob_localcluster.rest import RestError
 from tfjob_localcluster.waiting import wait_until
+from tfjob_operator.errors import ApiError
 
 DEFAULT_NODE_NAME = "tfjob-local-node"
 DEFAULT_GPUS = 4
@@ -421,7 +421,7 @@ class LocalCluster(Cluster):
                     f"{bootstrap.LOCAL_PATH}",
                 )
                 rest.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")
-            except (RestError, OSError):
+            except (ApiError, OSError):
                 time.sleep(0.2)
                 continue
             # A Node object kept from an earlier run (the state dir keeps etcd) is Ready

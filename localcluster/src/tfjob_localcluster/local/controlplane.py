@@ -27,7 +27,8 @@ from tfjob_localcluster.host.ports import free_ports
 from tfjob_localcluster.host.procs import ManagedProcess, ProcessIdentity, Started
 from tfjob_localcluster.local.kubeconfig import kubeconfig, write_kubeconfig
 from tfjob_localcluster.local.pki import CertificateAuthority, KeyPair, write_signing_key
-from tfjob_localcluster.rest import Rest, RestError, tls_context
+from tfjob_localcluster.rest import Rest, tls_context
+from tfjob_operator.errors import ApiError
 
 SERVICE_CIDR = ipaddress.IPv4Network("10.96.0.0/16")
 CLUSTER_DOMAIN = "cluster.local"
@@ -395,7 +396,7 @@ class ControlPlane(Started):
         rest = self.rest()
         try:
             service = rest.request("GET", "/api/v1/namespaces/default/services/kubernetes")
-        except RestError as error:
+        except ApiError as error:
             if error.status == 404:
                 return
             raise
@@ -408,7 +409,7 @@ class ControlPlane(Started):
         ):
             try:
                 rest.request("DELETE", path)
-            except RestError as error:
+            except ApiError as error:
                 if error.status != 404:
                     raise
 
