@@ -48,15 +48,18 @@ def test_a_drain_waits_for_a_running_job_that_asks_for_a_budget(
     tfjobs.wait_state("drained", "Running", 120)
     # The disruption controller counts the two workers (not the evaluator) as healthy.
     counted = wait_until(
-        lambda: (
-            (found := budget(policy, namespace)) is not None
+        lambda: budget(policy, namespace),
+        60,
+        lambda found: (
+            "the budget to count the job's two workers; its status: "
+            f"{found.status if found else 'no budget'}\n{tfjobs.describe('drained')}"
+        ),
+        until=lambda found: (
+            found is not None
             and found.status is not None
             and found.status.observed_generation == found.metadata.generation
             and found.status.current_healthy == 2
-            and found
         ),
-        60,
-        "the budget to count the job's two workers",
     )
     assert counted.status.disruptions_allowed == 0
     refused = evict(core_v1, namespace, "drained-worker-0")

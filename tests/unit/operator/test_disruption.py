@@ -17,6 +17,7 @@ from tfjob_operator.integrations.disruption import (
     render_budget,
 )
 from tfjob_operator.job_view import JobView
+from tfjob_operator.spec import parse_spec
 
 from .test_controller import KEY, Harness
 
@@ -55,8 +56,8 @@ def budget_writes(job: JobView, budgets: list[BudgetObservation]) -> BudgetWrite
     return writes
 
 
-def observed() -> BudgetObservation:
-    body = render_budget(JOB)
+def observed(spec: dict[str, Any] = SPEC) -> BudgetObservation:
+    body = render_budget(JOB, parse_spec(JOB.name, spec))
     return observe_budget({**body, "metadata": {**body["metadata"], "uid": "uid-pdb"}})
 
 
@@ -65,7 +66,7 @@ def test_a_running_job_that_asks_gets_a_budget_of_its_training_pods() -> None:
     assert writes is not None
     assert writes.create is not None
     spec = writes.create["spec"]
-    assert spec["maxUnavailable"] == 0
+    assert spec["minAvailable"] == 2, "the two workers; the evaluator trains nothing"
     assert spec["unhealthyPodEvictionPolicy"] == "AlwaysAllow", "a pod not ready never blocks"
     assert spec["selector"]["matchLabels"] == {"tfjob.dev/controller-uid": JOB.uid}
     assert spec["selector"]["matchExpressions"] == [
@@ -73,6 +74,16 @@ def test_a_running_job_that_asks_gets_a_budget_of_its_training_pods() -> None:
     ]
     assert writes.create["metadata"]["ownerReferences"][0]["uid"] == JOB.uid
     assert budget_writes(asking(), [observed()]) is None, "one that exists is left alone"
+    grown = {"tfReplicaSpecs": {**SPEC["tfReplicaSpecs"], "Worker": replica_spec(3, "ExitCode")}}
+    changed = budget_writes(asking(grown), [observed()])
+    assert changed is not None
+    assert [why for _, why in changed.delete] == [
+        "the replicas changed: it is made again for their number"
+    ]
+    again = budget_writes(asking(grown), [])
+    assert again is not None
+    assert again.create is not None
+    assert again.create["spec"]["minAvailable"] == 3
 
 
 def test_no_budget_unless_asked_and_none_left_once_finished_suspended_or_unasked() -> None:

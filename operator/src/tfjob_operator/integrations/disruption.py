@@ -8,10 +8,13 @@ asks for it with the annotation `tfjob.dev/disruption-budget: "true"` gets a bud
 voluntary disruption for its training pods (every replica but the evaluator) while it runs:
 the drain waits until the job has finished, or the job is suspended, and then proceeds.
 
-The budget allows evicting a pod that is not ready (`unhealthyPodEvictionPolicy:
-AlwaysAllow`): a pod that never started protects nothing, and must not hold a node. It is
-the job's child, so it also goes with the job; the operator deletes it as soon as the job
-finishes or is suspended, or the annotation is removed.
+The budget asks for all the training pods (`minAvailable`, a count: the disruption
+controller reads a `maxUnavailable` or a percentage from the pods' owner's scale, which a
+TFJob does not serve), and follows their number as the replicas change. It allows evicting
+a pod that is not ready (`unhealthyPodEvictionPolicy: AlwaysAllow`): a pod that never
+started protects nothing, and must not hold a node. It is the job's child, so it also goes
+with the job; the operator deletes it as soon as the job finishes or is suspended, or the
+annotation is removed.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class BudgetObservation:
     name: str
     uid: str
     owner_uid: str | None
+    min_available: int | None = None
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,16 @@ def asks_for_budget(job: JobView) -> bool:
     return job.annotations.get(ANNOTATION) == "true"
 
 
-def render_budget(job: JobRef) -> dict[str, Any]:
+def training_pods(spec: JobSpec) -> int:
+    """The pods of every replica but the evaluator, which trains nothing."""
+    return sum(
+        replica.replicas
+        for kind, replica in spec.replica_specs.items()
+        if kind is not ReplicaType.EVALUATOR
+    )
+
+
+def render_budget(job: JobRef, spec: JobSpec) -> dict[str, Any]:
     """No voluntary eviction of the job's training pods, unless they are not ready."""
     return {
         "apiVersion": "policy/v1",
@@ -69,7 +82,7 @@ def render_budget(job: JobRef) -> dict[str, Any]:
             "ownerReferences": [job.owner_reference()],
         },
         "spec": {
-            "maxUnavailable": 0,
+            "minAvailable": training_pods(spec),
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
             "selector": {
                 "matchLabels": {LABEL_CONTROLLER_UID: job.uid},
@@ -87,24 +100,33 @@ def render_budget(job: JobRef) -> dict[str, Any]:
 
 def observe_budget(body: Mapping[str, Any]) -> BudgetObservation:
     metadata = body.get("metadata") or {}
+    wanted = (body.get("spec") or {}).get("minAvailable")
     return BudgetObservation(
-        metadata.get("name", ""), metadata.get("uid", ""), controller_uid(metadata)
+        metadata.get("name", ""),
+        metadata.get("uid", ""),
+        controller_uid(metadata),
+        wanted if isinstance(wanted, int) else None,
     )
 
 
 def plan_budget(
-    job: JobView, budgets: Sequence[BudgetObservation], outcome: Outcome
+    job: JobView, spec: JobSpec | None, budgets: Sequence[BudgetObservation], outcome: Outcome
 ) -> BudgetWrites | None:
-    """The job's budget while it runs and asks for one; gone otherwise."""
+    """The job's budget while it runs and asks for one, of as many pods as it trains with
+    (one of another count is deleted, and made again); gone otherwise."""
     mine = [b for b in budgets if b.owner_uid == job.ref.uid]
-    if not asks_for_budget(job):
+    if spec is None or not asks_for_budget(job):
         why = "the TFJob no longer asks for one"
     elif outcome.finished:
         why = "the TFJob has finished"
     elif outcome.suspended:
         why = "the TFJob is suspended"
+    elif not mine:
+        return BudgetWrites(create=render_budget(job.ref, spec))
+    elif all(b.min_available == training_pods(spec) for b in mine):
+        return None
     else:
-        return None if mine else BudgetWrites(create=render_budget(job.ref))
+        why = "the replicas changed: it is made again for their number"
     return BudgetWrites(delete=[(b, why) for b in mine]) if mine else None
 
 
@@ -143,7 +165,7 @@ class DisruptionBudget(Integration[tuple[BudgetObservation, ...], BudgetWrites])
         outcome: Outcome,
         gate: Any,
     ) -> Settled[BudgetWrites] | None:
-        writes = plan_budget(job, observed, outcome)
+        writes = plan_budget(job, spec, observed, outcome)
         return None if writes is None else Settled(writes)
 
     async def apply(self, job: JobView, writes: BudgetWrites, host: Host) -> float | None:
