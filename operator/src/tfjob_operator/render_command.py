@@ -1,5 +1,5 @@
-"""`tfjob-operator render`: the pods, services and PodGroup of a TFJob, and its TensorBoard,
-printed without a cluster."""
+"""`tfjob-operator render`: the pods and services of a TFJob, and what its integrations make
+for it (a PodGroup, a TensorBoard, a disruption budget), printed without a cluster."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any, TextIO
 
 import yaml
 
-from . import published
 from .api import APIS, KIND, JobRef, api_of
-from .integrations.gang import USUAL_GANG_SCHEDULERS, job_gang, render_pod_group
-from .integrations.tensorboard import InvalidBoard, board_spec, render_board
+from .integrations import Settings, integrations
+from .integrations.base import Stage
+from .integrations.gang import USUAL_GANG_SCHEDULERS, job_gang
 from .job_view import JobView
 from .render import render_pod, render_service
 from .spec import InvalidSpec, parse_spec
@@ -52,7 +52,8 @@ def children(
     job: Mapping[str, Any], default_namespace: str, cluster_domain: str | None
 ) -> Iterator[dict[str, Any]]:
     """Every Service and Pod of `job`, as the controller creates them for a new job, after
-    its PodGroup if a gang scheduler it names places it (integrations/gang.py)."""
+    what the integrations that stand before the pods make (a gang's PodGroup) and before
+    what those beside the job make (integrations/)."""
     api_version = job.get("apiVersion")
     api = api_of(api_version)
     if api is None:
@@ -62,21 +63,20 @@ def children(
     name = metadata.get("name") or ""
     spec = parse_spec(name, job.get("spec") or {})
     ref = JobRef(metadata.get("namespace") or default_namespace, name, PREVIEW_UID, api)
-    gang = job_gang(spec, USUAL_GANG_SCHEDULERS)
-    if gang is not None:
-        yield render_pod_group(ref, gang)
-    for replica in spec.replicas():
-        yield render_service(ref, spec, replica)
-        yield render_pod(ref, spec, replica, 0, cluster_domain, gang=gang)
     view = JobView(
         ref, "", 0, False, job.get("spec") or {}, {}, annotations=metadata.get("annotations") or {}
     )
-    try:
-        board = board_spec(view)
-        if board is not None:
-            yield from render_board(ref, spec, board, board.image or published.trainer_image())
-    except InvalidBoard as error:
-        raise InvalidSpec([str(error)]) from None
+    enabled = integrations(Settings(cluster_domain=cluster_domain))
+    beside = [i for i in enabled if i.stage is Stage.BESIDE]
+    for integration in enabled:
+        if integration not in beside:
+            yield from integration.preview(view, spec)
+    gang = job_gang(spec, USUAL_GANG_SCHEDULERS)
+    for replica in spec.replicas():
+        yield render_service(ref, spec, replica)
+        yield render_pod(ref, spec, replica, 0, cluster_domain, gang=gang)
+    for integration in beside:
+        yield from integration.preview(view, spec)
 
 
 def _open(filename: str) -> TextIO:

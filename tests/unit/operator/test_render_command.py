@@ -74,3 +74,21 @@ def test_a_gang_job_renders_its_pod_group_first(tmp_path: Path) -> None:
     pods = [o for o in objects if o["kind"] == "Pod"]
     assert pods
     assert all(p["metadata"]["annotations"]["scheduling.k8s.io/group-name"] for p in pods)
+
+
+def test_a_job_that_asks_for_a_disruption_budget_renders_it_after_its_pods(
+    tmp_path: Path,
+) -> None:
+    job = list(yaml.safe_load_all((ROOT / "examples" / "mnist-pss.yaml").read_text()))[-1]
+    job["metadata"]["annotations"] = {"tfjob.dev/disruption-budget": "true"}
+    path = tmp_path / "budget.yaml"
+    path.write_text(yaml.safe_dump(job))
+    done = render(path, "--namespace", "ml")
+    assert done.returncode == 0, done.stderr
+    objects = list(yaml.safe_load_all(done.stdout))
+    budget = objects[-1]
+    assert (budget["kind"], budget["metadata"]["name"]) == (
+        "PodDisruptionBudget",
+        "mnist-pss-training",
+    )
+    assert budget["spec"]["minAvailable"] == 4, "chief, ps and two workers: not the evaluator"

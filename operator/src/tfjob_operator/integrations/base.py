@@ -11,7 +11,8 @@ each of its job kinds through `GenericJob`):
 - `observe`: what it needs beyond its records, read before a decision (Kueue reads the
   ResourceFlavors an admission names); the result is data, handed to `decide`.
 - `check`: an error in the spec that only it can see (gang options without a gang
-  scheduler); the job then fails as invalid.
+  scheduler); the job then fails as invalid. `preview`: what it makes for a new job, for
+  `tfjob-operator render`.
 - `gate`: its answer for a job it holds back, at its `stage`: a queue holds the whole job
   (Suspended while closed), a gang its pods (the job runs; its pods are not created yet).
   An open gate may dress each pod it lets through.
@@ -190,6 +191,11 @@ class Integration(Generic[Observed, Writes]):
 
     def check(self, job: JobView, spec: JobSpec, observed: Observed) -> InvalidSpec | None:
         return None
+
+    def preview(self, job: JobView, spec: JobSpec) -> Sequence[dict[str, Any]]:
+        """What it makes for a new job, nothing observed yet (`tfjob-operator render`);
+        raises InvalidSpec for what it refuses."""
+        return ()
 
     def gate(
         self, job: JobView, spec: JobSpec, observed: Observed, *, pods_exist: bool, now: str

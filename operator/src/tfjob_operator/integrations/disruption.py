@@ -157,6 +157,9 @@ class DisruptionBudget(Integration[tuple[BudgetObservation, ...], BudgetWrites])
     ) -> tuple[BudgetObservation, ...]:
         return tuple(records)
 
+    def preview(self, job: JobView, spec: JobSpec) -> Sequence[dict[str, Any]]:
+        return (render_budget(job.ref, spec),) if asks_for_budget(job) else ()
+
     def settle(
         self,
         job: JobView,

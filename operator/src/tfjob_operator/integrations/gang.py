@@ -430,6 +430,10 @@ class GangScheduling(Integration[Ganged, PodGroupWrites]):
     def check(self, job: JobView, spec: JobSpec, observed: Ganged) -> InvalidSpec | None:
         return observed.invalid
 
+    def preview(self, job: JobView, spec: JobSpec) -> Sequence[dict[str, Any]]:
+        gang = job_gang(spec, self.schedulers)
+        return () if gang is None else (render_pod_group(job.ref, gang),)
+
     def gate(
         self, job: JobView, spec: JobSpec, observed: Ganged, *, pods_exist: bool, now: str
     ) -> Gate[PodGroupWrites] | None:

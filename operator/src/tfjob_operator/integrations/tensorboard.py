@@ -42,6 +42,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final, Protocol
 
 from .. import conditions as cond
+from .. import published
 from ..api import (
     CONTAINER_NAME,
     LABEL_TENSORBOARD_DIGEST,
@@ -56,7 +57,7 @@ from ..events import NORMAL, WARNING, Event
 from ..job_view import JobView
 from ..kube import APPS, NETWORKING
 from ..observe import controller_uid
-from ..spec import JobSpec
+from ..spec import InvalidSpec, JobSpec
 from ..timeutil import from_rfc3339, to_rfc3339
 from ..watchcache import Resource, child_reader
 from .base import Host, Integration, Outcome, Settled, Stage, Watched
@@ -460,6 +461,16 @@ class TensorBoard(Integration[tuple[BoardObservation, ...], BoardPlan]):
         self, job: JobView, records: Sequence[Any], reads: Any, now: float
     ) -> tuple[BoardObservation, ...]:
         return tuple(records)
+
+    def preview(self, job: JobView, spec: JobSpec) -> Sequence[dict[str, Any]]:
+        try:
+            board = board_spec(job)
+            if board is None:
+                return ()
+            image = board.image or self.default_image or published.trainer_image()
+            return render_board(job.ref, spec, board, image)
+        except InvalidBoard as error:
+            raise InvalidSpec([str(error)]) from None
 
     def settle(
         self,
