@@ -117,7 +117,8 @@ class Caches:
 
 @dataclass
 class Expectations:
-    """Writes of this operator that the watch cache has not shown yet.
+    """Writes of this operator that the watch cache has not shown yet, one `Pending` per
+    kind (children.py).
 
     Without them, a reconcile woken before the cache catches up would repeat a create
     (harmless but noisy: names are fixed, the server answers 409) or a delete, or decide
@@ -128,17 +129,22 @@ class Expectations:
     services: Pending = field(default_factory=Pending)
     #: resourceVersion of the TFJob our last status write replaced.
     replaced_version: str | None = None
-    #: The integrations' children created, by (kind, name), with when (integrations/).
-    created_children: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: The integrations' children created, by kind (integrations/).
+    integration_children: dict[str, Pending] = field(default_factory=dict)
 
     def creating_child(self, kind: str, name: str, now: float) -> bool:
         """False while a create of an integration's child is recent enough that the watch
         may not show it yet; else records this one."""
-        at = self.created_children.get((kind, name))
+        pending = self.integration_children.setdefault(kind, Pending())
+        at = pending.created.get(name)
         if at is not None and now - at < EXPECTATION_TTL_SECONDS:
             return False
-        self.created_children[(kind, name)] = now
+        pending.created[name] = now
         return True
+
+    def forget_create(self, kind: str, name: str) -> None:
+        if kind in self.integration_children:
+            self.integration_children[kind].created.pop(name, None)
 
     def skip_pending(
         self,
@@ -530,11 +536,14 @@ class _IntegrationHost:
     def record(self, event: Event) -> None:
         self.controller._record(self.job, event)
 
+    def record_deleted(self, kind: str, name: str, why: str) -> None:
+        self.record(Event(NORMAL, f"SuccessfulDelete{kind}", f"Deleted {kind} {name}: {why}"))
+
     def creating(self, kind: str, name: str) -> bool:
         return self.expected.creating_child(kind, name, self.controller.clock.monotonic())
 
     def forget_create(self, kind: str, name: str) -> None:
-        self.expected.created_children.pop((kind, name), None)
+        self.expected.forget_create(kind, name)
 
     async def create_prerequisite(
         self,

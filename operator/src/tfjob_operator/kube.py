@@ -359,20 +359,6 @@ class Kube:
     async def delete_service(self, namespace: str, name: str, uid: str) -> bool:
         return await self._delete(collection_path(namespace, "services"), name, uid, "service")
 
-    async def create_deployment(self, namespace: str, body: Mapping[str, Any]) -> bool:
-        return await self._create(namespace, "deployments", body, APPS)
-
-    async def delete_deployment(self, namespace: str, name: str, uid: str) -> bool:
-        collection = collection_path(namespace, "deployments", APPS)
-        return await self._delete(collection, name, uid, "deployment")
-
-    async def create_network_policy(self, namespace: str, body: Mapping[str, Any]) -> bool:
-        return await self._create(namespace, "networkpolicies", body, NETWORKING)
-
-    async def delete_network_policy(self, namespace: str, name: str, uid: str) -> bool:
-        collection = collection_path(namespace, "networkpolicies", NETWORKING)
-        return await self._delete(collection, name, uid, "networkpolicy")
-
     async def create_pod_group(self, namespace: str, body: Mapping[str, Any]) -> bool:
         """True if created, False if a PodGroup of that name already exists."""
         return await self._create(namespace, "podgroups", body, f"/apis/{body['apiVersion']}")
@@ -547,7 +533,7 @@ class Kube:
         """Deletes the object of that name if it is still the one of `uid`: True if this
         call started the deletion."""
         collection = collection_path(namespace, plural, group_path)
-        return await self._delete(collection, name, uid, plural[:-1])
+        return await self._delete(collection, name, uid, plural)
 
     async def _create(
         self, namespace: str, plural: str, body: Mapping[str, Any], group_path: str = "/api/v1"

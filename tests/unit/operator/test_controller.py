@@ -108,20 +108,6 @@ class FakeWrites:
         self.calls.append(("delete service", name))
         return True
 
-    async def create_deployment(self, namespace: str, body: Mapping[str, Any]) -> bool:
-        return self._create("deployment", body)
-
-    async def delete_deployment(self, namespace: str, name: str, uid: str) -> bool:
-        self.calls.append(("delete deployment", name))
-        return True
-
-    async def create_network_policy(self, namespace: str, body: Mapping[str, Any]) -> bool:
-        return self._create("networkpolicy", body)
-
-    async def delete_network_policy(self, namespace: str, name: str, uid: str) -> bool:
-        self.calls.append(("delete networkpolicy", name))
-        return True
-
     async def create_object(
         self, namespace: str, group_path: str, plural: str, body: Mapping[str, Any]
     ) -> bool:
@@ -130,7 +116,7 @@ class FakeWrites:
     async def delete_object(
         self, namespace: str, group_path: str, plural: str, name: str, uid: str
     ) -> bool:
-        self.calls.append((f"delete {plural[:-1]}", name))
+        self.calls.append((f"delete {plural}", name))
         return True
 
     async def delete_collection(
@@ -774,8 +760,8 @@ def test_a_tensorboard_is_created_once_its_status_written_once_and_removed_after
     harness.status = finished
     harness.job(str(harness.writes.version), spec)
     harness.reconcile()
-    assert harness.calls("delete deployment") == [("delete deployment", "mnist-tensorboard")]
-    assert harness.calls("delete service")[-1] == ("delete service", "mnist-tensorboard")
+    assert harness.calls("delete deployments") == [("delete deployments", "mnist-tensorboard")]
+    assert harness.calls("delete services") == [("delete services", "mnist-tensorboard")]
     assert "TensorBoardRemoved" in [e["reason"] for e in harness.writes.events]
     harness.clock.seconds += PROGRESS_WRITE_DELAY_SECONDS
     harness.reconcile()

@@ -115,8 +115,8 @@ def test_the_controller_creates_the_budget_once_and_deletes_it_when_the_job_is_d
     harness.caches.integrations[DisruptionBudget.name].put("uid-pdb", KEY, observed())
     harness.caches.jobs.put(JOB.uid, KEY, asking(status=FINISHED, version="3"))
     harness.reconcile()
-    assert harness.calls("delete poddisruptionbudget") == [
-        ("delete poddisruptionbudget", "mnist-training")
+    assert harness.calls("delete poddisruptionbudgets") == [
+        ("delete poddisruptionbudgets", "mnist-training")
     ]
     (event,) = [
         e for e in harness.writes.events if e["reason"] == "SuccessfulDeletePodDisruptionBudget"

@@ -146,6 +146,11 @@ class Host(Protocol):
 
     def record(self, event: Event) -> None: ...
 
+    def record_deleted(self, kind: str, name: str, why: str) -> None:
+        """Records that this call deleted the job's `kind` `name`, and why (an event
+        `SuccessfulDelete<kind>`, as the job's children's)."""
+        ...
+
     def creating(self, kind: str, name: str) -> bool:
         """False while a create of this child is recent enough that the watch may not show
         it yet (it is not sent again); else records this one."""

@@ -177,8 +177,7 @@ class DisruptionBudget(Integration[tuple[BudgetObservation, ...], BudgetWrites])
         for budget, why in writes.delete:
             host.forget_create("PodDisruptionBudget", budget.name)
             if await api.delete_object(namespace, POLICY, PLURAL, budget.name, budget.uid):
-                message = f"Deleted PodDisruptionBudget {budget.name}: {why}"
-                host.record(Event(NORMAL, "SuccessfulDeletePodDisruptionBudget", message))
+                host.record_deleted("PodDisruptionBudget", budget.name, why)
         body = writes.create
         if (
             body is not None

@@ -24,7 +24,6 @@ from typing import Any, Final, Protocol
 
 from .. import quantity
 from ..api import LABEL_JOB_NAME, GroupVersion, JobRef, ReplicaType
-from ..events import NORMAL, Event
 from ..job_view import JobView
 from ..observe import PodGroupObservation, observe_pod_group
 from ..spec import InvalidSpec, JobSpec, Replica
@@ -482,8 +481,7 @@ class GangScheduling(Integration[Ganged, PodGroupWrites]):
         namespace = job.ref.namespace
         for group, why in writes.delete:
             if await api.delete_pod_group(namespace, group):
-                message = f"Deleted PodGroup {group.name} ({group.api_version}): {why}"
-                host.record(Event(NORMAL, "SuccessfulDeletePodGroup", message))
+                host.record_deleted("PodGroup", f"{group.name} ({group.api_version})", why)
         if writes.patch is not None:
             group, patch = writes.patch
             await api.patch_pod_group(namespace, group, patch)

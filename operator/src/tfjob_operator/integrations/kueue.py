@@ -57,7 +57,7 @@ from ..api import (
     TFJobApi,
 )
 from ..errors import ApiError
-from ..events import NORMAL, WARNING, Event
+from ..events import WARNING, Event
 from ..job_view import JobView
 from ..observe import FlavorObservation, PriorityClass, WorkloadObservation, observe_workload
 from ..spec import JobSpec, Replica
@@ -525,8 +525,7 @@ class Kueue(Integration[Queued, WorkloadWrites]):
         namespace = job.ref.namespace
         for workload, why in writes.delete:
             if await api.delete_workload(namespace, workload):
-                message = f"Deleted Workload {workload.name}: {why}"
-                host.record(Event(NORMAL, "SuccessfulDeleteWorkload", message))
+                host.record_deleted("Workload", workload.name, why)
         if writes.patch_status is not None:
             workload, patch = writes.patch_status
             await api.patch_workload_status(namespace, workload, patch)

@@ -36,7 +36,7 @@ import hashlib
 import json
 import logging
 import posixpath
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final, Protocol
@@ -420,12 +420,12 @@ def observe_board(kind: str, body: Mapping[str, Any]) -> BoardObservation:
 class BoardApi(Protocol):
     """The writes of a TensorBoard's children (kube.Kube)."""
 
-    async def create_deployment(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
-    async def delete_deployment(self, namespace: str, name: str, uid: str) -> bool: ...
-    async def create_service(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
-    async def delete_service(self, namespace: str, name: str, uid: str) -> bool: ...
-    async def create_network_policy(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
-    async def delete_network_policy(self, namespace: str, name: str, uid: str) -> bool: ...
+    async def create_object(
+        self, namespace: str, group_path: str, plural: str, body: Mapping[str, Any]
+    ) -> bool: ...
+    async def delete_object(
+        self, namespace: str, group_path: str, plural: str, name: str, uid: str
+    ) -> bool: ...
 
 
 #: The kinds of a TensorBoard's children: their resource, where they are served.
@@ -497,20 +497,10 @@ class TensorBoard(Integration[tuple[BoardObservation, ...], BoardPlan]):
         next reconcile tries again."""
         api: BoardApi = host.api
         namespace = job.ref.namespace
-        by_kind: dict[
-            str,
-            tuple[
-                Callable[[str, Mapping[str, Any]], Awaitable[bool]],
-                Callable[[str, str, str], Awaitable[bool]],
-            ],
-        ] = {
-            "Deployment": (api.create_deployment, api.delete_deployment),
-            "Service": (api.create_service, api.delete_service),
-            "NetworkPolicy": (api.create_network_policy, api.delete_network_policy),
-        }
+        where = {kind: (group_path, plural) for kind, plural, group_path in KINDS}
         for child in writes.delete:
             host.forget_create(child.kind, child.name)
-            deleted = await by_kind[child.kind][1](namespace, child.name, child.uid)
+            deleted = await api.delete_object(namespace, *where[child.kind], child.name, child.uid)
             if deleted and child.kind == "Deployment":
                 message = f"Removed TensorBoard {child.name}: {writes.why}"
                 host.record(Event(NORMAL, "TensorBoardRemoved", message))
@@ -519,7 +509,7 @@ class TensorBoard(Integration[tuple[BoardObservation, ...], BoardPlan]):
             if not host.creating(kind, name):
                 continue
             try:
-                created = await by_kind[kind][0](namespace, body)
+                created = await api.create_object(namespace, *where[kind], body)
             except ApiError as error:
                 host.forget_create(kind, name)
                 if error.namespace_terminating:
