@@ -7,6 +7,11 @@ wakes the job's worker: one asyncio task per TFJob that reconciles from the cach
 reconcile at a time, so a burst of pod events costs one reconcile, not one per event. At
 most `concurrent_reconciles` jobs reconcile at once.
 
+Before each decision every integration observes the job (integrations/: what its watches
+show, and what it reads beyond them); after the status write, the controller applies the
+plan's writes in order: those of the integrations that stand before the pods, the pods and
+services, then those of the integrations beside the job.
+
 Everything the controller does to the cluster goes through `Writes`, and every moment it
 reads comes from `Clock`: tests drive it with fakes of both.
 """
