@@ -136,6 +136,17 @@ class Watched:
     read: Reader
 
 
+class ObjectWrites(Protocol):
+    """Kube's generic writes of a namespaced object an integration makes (kube.Kube)."""
+
+    async def create_object(
+        self, namespace: str, group_path: str, plural: str, body: Mapping[str, Any]
+    ) -> bool: ...
+    async def delete_object(
+        self, namespace: str, group_path: str, plural: str, name: str, uid: str
+    ) -> bool: ...
+
+
 class Host(Protocol):
     """What an integration's `apply` may ask of the controller, for one job."""
 

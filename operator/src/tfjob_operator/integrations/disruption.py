@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from ..api import LABEL_CONTROLLER_UID, LABEL_JOB_NAME, LABEL_REPLICA_TYPE, JobRef, ReplicaType
 from ..events import NORMAL, Event
@@ -29,7 +29,7 @@ from ..job_view import JobView
 from ..observe import controller_uid
 from ..spec import JobSpec
 from ..watchcache import Resource, child_reader
-from .base import Host, Integration, Outcome, Settled, Stage, Watched
+from .base import Host, Integration, ObjectWrites, Outcome, Settled, Stage, Watched
 
 #: The annotation by which a TFJob (of either API group) asks for a disruption budget.
 ANNOTATION: Final = "tfjob.dev/disruption-budget"
@@ -130,17 +130,6 @@ def plan_budget(
     return BudgetWrites(delete=[(b, why) for b in mine]) if mine else None
 
 
-class BudgetApi(Protocol):
-    """The writes of PodDisruptionBudgets (kube.Kube)."""
-
-    async def create_object(
-        self, namespace: str, group_path: str, plural: str, body: Mapping[str, Any]
-    ) -> bool: ...
-    async def delete_object(
-        self, namespace: str, group_path: str, plural: str, name: str, uid: str
-    ) -> bool: ...
-
-
 class DisruptionBudget(Integration[tuple[BudgetObservation, ...], BudgetWrites]):
     """The job's training pods kept from voluntary eviction while it runs (the module's
     doc); it holds nothing back."""
@@ -172,7 +161,7 @@ class DisruptionBudget(Integration[tuple[BudgetObservation, ...], BudgetWrites])
         return None if writes is None else Settled(writes)
 
     async def apply(self, job: JobView, writes: BudgetWrites, host: Host) -> float | None:
-        api: BudgetApi = host.api
+        api: ObjectWrites = host.api
         namespace = job.ref.namespace
         for budget, why in writes.delete:
             host.forget_create("PodDisruptionBudget", budget.name)

@@ -39,7 +39,7 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from .. import conditions as cond
 from .. import published
@@ -60,7 +60,7 @@ from ..observe import controller_uid
 from ..spec import InvalidSpec, JobSpec
 from ..timeutil import from_rfc3339, to_rfc3339
 from ..watchcache import Resource, child_reader
-from .base import Host, Integration, Outcome, Settled, Stage, Watched
+from .base import Host, Integration, ObjectWrites, Outcome, Settled, Stage, Watched
 
 logger = logging.getLogger(__name__)
 
@@ -417,17 +417,6 @@ def observe_board(kind: str, body: Mapping[str, Any]) -> BoardObservation:
     )
 
 
-class BoardApi(Protocol):
-    """The writes of a TensorBoard's children (kube.Kube)."""
-
-    async def create_object(
-        self, namespace: str, group_path: str, plural: str, body: Mapping[str, Any]
-    ) -> bool: ...
-    async def delete_object(
-        self, namespace: str, group_path: str, plural: str, name: str, uid: str
-    ) -> bool: ...
-
-
 #: The kinds of a TensorBoard's children: their resource, where they are served.
 KINDS: Final = (
     ("Deployment", "deployments", APPS),
@@ -495,7 +484,7 @@ class TensorBoard(Integration[tuple[BoardObservation, ...], BoardPlan]):
         """Deletions, then creations. A create the API server refuses (no role for
         Deployments, a quota) is an event, not a failed reconcile: the job runs on, and the
         next reconcile tries again."""
-        api: BoardApi = host.api
+        api: ObjectWrites = host.api
         namespace = job.ref.namespace
         where = {kind: (group_path, plural) for kind, plural, group_path in KINDS}
         for child in writes.delete:
