@@ -112,6 +112,8 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(tier)
 
 
+# First: pytest-xdist's own hook reads the streams' marks.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Refuses a test without exactly one tier, in a folder of another tier, or naming the
     tier its folder gives; puts each in its stream; orders the folders as FOLDER_ORDER
@@ -131,7 +133,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if wrong:
         raise pytest.UsageError("tests whose tier marker is missing or wrong:\n" + "\n".join(wrong))
     items.sort(key=lambda item: _folder_rank(_folder(item)))
-    streams.record(config, items)
 
 
 def _tiers(item: pytest.Item) -> set[str]:

@@ -12,29 +12,27 @@ kind node booting). The tests split into two streams that share nothing but the 
   local cluster of the stream's own (`APART_MODULES`).
 
 `tests/conftest.py` says which test is in which (`assign`, an `xdist_group` mark);
-with `--dist loadgroup`, `StreamScheduling` gives each stream whole to one worker, in
-collection order (xdist's own loadgroup scheduling names a test's group in its node ID,
-which pytest 9 no longer lets a plugin change: its groups are lost). Run without xdist
+pytest-xdist's `--dist loadgroup` gives each group whole to one worker, in collection
+order. (pytest 9.2 no longer lets xdist put a test's group in its node ID, which
+loadgroup reads: the groups are silently lost, pytest-dev/pytest-xdist#1386. pyproject
+pins pytest below 9.2 until xdist carries groups another way.) Run without xdist
 (`make e2e`, a single file), the streams are one after the other, as ever.
 
 A cluster that starts beside tests/cluster would change the host those tests compare: a
 test of the `apart` stream that may start clusters (`wait_for_host_checks`) waits until
 the `session-cluster` stream has passed them (`host_checks_done`, or that worker's end).
 The controller and the workers share a directory the controller makes and gives the
-workers in their `workerinput`: the workers write there which test is in which stream
-(`record`, read by the scheduler) and that the host checks are done.
+workers in their `workerinput`, where a worker says that the host checks are done.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from xdist.scheduler import LoadScopeScheduling
 
 from support import interrupt
 from support.waiting import wait_until
@@ -45,7 +43,6 @@ APART = "apart"
 HOST_CHECKS_TIMEOUT = 1800
 _DIRECTORY = "tfjob_streams_dir"
 _HOST_CHECKS_DONE = "host-checks-done"
-_STREAMS = "streams.json"
 _DIRECTORY_KEY = pytest.StashKey[Path]()
 _FORWARDING_KEY = pytest.StashKey[bool]()
 
@@ -58,36 +55,6 @@ def stream_of(item: pytest.Item) -> str:
     marker = item.get_closest_marker("xdist_group")
     assert marker is not None, f"{item.nodeid} is in no stream"
     return str(marker.args[0])
-
-
-def record(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In a worker, which test is in which stream, for the controller's scheduler (each
-    worker writes the same, as each collected the same)."""
-    directory = _shared_directory(config)
-    if directory is not None:
-        written = directory / f"{_STREAMS}.{config.workerinput['workerid']}"  # type: ignore[attr-defined]
-        written.write_text(json.dumps({item.nodeid: stream_of(item) for item in items}))
-        written.replace(directory / _STREAMS)
-
-
-class StreamScheduling(LoadScopeScheduling):
-    """xdist's scheduling by scope, a scope being a stream: each worker is given one
-    stream whole, its tests in the order collected."""
-
-    def __init__(self, config: pytest.Config, log: Any = None) -> None:
-        super().__init__(config, log)
-        self._directory = config.stash[_DIRECTORY_KEY]
-        self._streams: dict[str, str] | None = None
-
-    def _split_scope(self, nodeid: str) -> str:
-        if self._streams is None:  # read once the workers have collected
-            self._streams = json.loads((self._directory / _STREAMS).read_text())
-        return self._streams[nodeid]
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
-    return StreamScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
 
 
 def host_checks_done(config: pytest.Config) -> None:
