@@ -229,7 +229,7 @@ def test_image_digests_follow_the_dockerfile_its_copied_files_and_the_base() -> 
     assert "operator/src" in sources
     assert all(not s.startswith("/opt") for s in sources), "COPY --from lines are not inputs"
     inputs = catalog.context_files(operator)
-    assert ROOT / "operator" / "src" / "tfjob_operator" / "decide.py" in inputs
+    assert ROOT / "operator" / "src" / "tfjob_operator" / "decide" / "flow.py" in inputs
     assert ROOT / "trainer" / "src" / "tfjob_trainer" / "cli.py" not in inputs
     assert catalog.digest(operator, "base-a") != catalog.digest(operator, "base-b")
     assert catalog.digest(operator, "base-a") == catalog.digest(operator, "base-a")

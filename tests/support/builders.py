@@ -15,7 +15,7 @@ from typing import Any
 
 from tfjob_localcluster.images.catalog import BUSYBOX
 from tfjob_operator.api import JobRef
-from tfjob_operator.decide import Plan, decide
+from tfjob_operator.decide import decide
 from tfjob_operator.integrations import Settings, integrations
 from tfjob_operator.integrations.base import Observation
 from tfjob_operator.integrations.gang import (
@@ -36,6 +36,7 @@ from tfjob_operator.observe import (
     observe_service,
     replica_from_labels,
 )
+from tfjob_operator.plan import Plan
 from tfjob_operator.render import render_pod, render_service
 from tfjob_operator.spec import Replica, parse_spec
 

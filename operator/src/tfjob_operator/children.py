@@ -25,9 +25,9 @@ from typing import Any, Final, Protocol
 
 from .api import JobRef
 from .backoff import jittered
-from .decide import Creation, Deletion
 from .errors import ApiError
 from .events import NORMAL, WARNING, Event
+from .plan import Creation, Deletion
 
 logger = logging.getLogger(__name__)
 

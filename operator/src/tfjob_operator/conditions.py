@@ -49,7 +49,7 @@ def set_condition(
 
     `since`, when given, is `kind`'s lastTransitionTime: the moment the state it reports
     began, for a state the status alone does not mark (a refusal of a pod, which keeps
-    Running False but starts the grace of an invalid pod: decide.py reads it back).
+    Running False but starts the grace of an invalid pod: decide/outcomes.py reads it back).
     """
     by_type = {c["type"]: dict(c) for c in conditions}
     _put(by_type, kind, status, reason, message, now, since)

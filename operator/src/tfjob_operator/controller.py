@@ -32,7 +32,7 @@ from . import timeutil
 from .api import JobRef
 from .backoff import delay_after
 from .children import ChildKind, Children, ChildWrites, Pending
-from .decide import Plan, decide, decide_name_taken, name_order, soonest
+from .decide import decide, decide_name_taken, name_order
 from .errors import ApiError
 from .events import NORMAL, WARNING, Event, EventSeries, event_object, repeat_patch
 from .integrations.base import Integration, Observation, Stage
@@ -46,6 +46,7 @@ from .observe import (
     ServiceObservation,
     replica_from_labels,
 )
+from .plan import Plan, soonest
 from .refusals import Refusal, Refusals
 from .status import StatusWrite
 from .watchcache import JobKey, Store
@@ -170,12 +171,14 @@ class Expectations:
         self.services.deleted &= {s.uid for s in services}
         return dataclasses.replace(
             plan,
-            create_pods=[p for p in plan.create_pods if p.name not in self.pods.created],
-            create_services=[
+            create_pods=tuple(p for p in plan.create_pods if p.name not in self.pods.created),
+            create_services=tuple(
                 s for s in plan.create_services if s.name not in self.services.created
-            ],
-            delete_pods=[d for d in plan.delete_pods if d.uid not in self.pods.deleted],
-            delete_services=[d for d in plan.delete_services if d.uid not in self.services.deleted],
+            ),
+            delete_pods=tuple(d for d in plan.delete_pods if d.uid not in self.pods.deleted),
+            delete_services=tuple(
+                d for d in plan.delete_services if d.uid not in self.services.deleted
+            ),
         )
 
 
@@ -349,7 +352,7 @@ class Controller:
             for kind, made in creates
             for c in made
         ):
-            return dataclasses.replace(plan, create_pods=[], create_services=[])
+            return dataclasses.replace(plan, create_pods=(), create_services=())
         return plan
 
     def _hold_back_progress(self, key: JobKey, plan: Plan) -> Plan:

@@ -11,7 +11,7 @@ moment late: the controller folds the progress of a busy second into one write.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence, Set
 from enum import Enum
 from typing import Any
 
@@ -35,7 +35,7 @@ def replica_statuses(
     job: JobRef,
     types: Sequence[ReplicaType],
     pods: Sequence[PodObservation],
-    succeeded: Mapping[str, set[int]],
+    succeeded: Mapping[str, Set[int]],
     restarts: Mapping[str, int],
     creating: Sequence[Replica] = (),
     deleting: Collection[str] = (),
@@ -50,7 +50,7 @@ def replica_statuses(
     statuses: dict[str, dict[str, Any]] = {}
     for replica_type in types:
         of_type = [p for p in pods if p.replica and p.replica.type is replica_type]
-        done = sorted(succeeded.get(replica_type.value, set()))
+        done = sorted(succeeded.get(replica_type.value, frozenset()))
         active = sum(1 for p in of_type if p.active and p.uid not in deleting)
         statuses[replica_type.value] = {
             "active": active + sum(1 for r in creating if r.type is replica_type),

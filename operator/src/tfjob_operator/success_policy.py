@@ -3,18 +3,18 @@ successPolicy AllWorkers, every worker did."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 
 from .api import ReplicaType, SuccessPolicy
 from .spec import JobSpec
 
 
-def leader_succeeded(spec: JobSpec, succeeded: Mapping[str, set[int]]) -> bool:
+def leader_succeeded(spec: JobSpec, succeeded: Mapping[str, Set[int]]) -> bool:
     """`succeeded`: the indexes that exited 0, by replica type."""
     leader = spec.leader()
     if leader is None:
         return False
-    done = succeeded.get(leader.type.value, set())
+    done = succeeded.get(leader.type.value, frozenset())
     if leader.type is ReplicaType.WORKER and spec.success_policy is SuccessPolicy.ALL_WORKERS:
         return done >= set(range(spec.replica_specs[ReplicaType.WORKER].replicas))
     return leader.index in done

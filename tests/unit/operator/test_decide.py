@@ -20,9 +20,9 @@ from support.builders import (
 )
 
 from tfjob_operator.api import KUBEFLOW, JobRef
-from tfjob_operator.decide import Plan
 from tfjob_operator.job_view import JobView
 from tfjob_operator.observe import PodObservation, WorkloadObservation
+from tfjob_operator.plan import Plan
 from tfjob_operator.refusals import Refusal
 from tfjob_operator.spec import MAX_CHILD_NAME, MAX_REPLICAS
 from tfjob_operator.tfconfig import MAX_ENVIRONMENT_STRING
@@ -97,7 +97,7 @@ def test_new_job_creates_every_pod_and_service() -> None:
 def test_all_pods_running_means_running_and_nothing_to_do() -> None:
     status = settle(MWMS, [])
     plan = run(MWMS, [pod(MWMS, k) for k in ALL_MWMS], status)
-    assert (plan.create_pods, plan.delete_pods, plan.create_services) == ([], [], [])
+    assert (plan.create_pods, plan.delete_pods, plan.create_services) == ((), (), ())
     assert written(plan)["state"] == "Running"
     assert written(plan)["replicaStatuses"]["Worker"]["active"] == 2
     assert written(plan)["activeReplicas"] == 3
@@ -117,7 +117,7 @@ def test_chief_success_completes_and_cleans_running_pods() -> None:
     assert deleted(plan) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
     assert sorted(d.name for d in plan.delete_services) == deleted(plan)
     assert [e.reason for e in plan.events] == ["TFJobSucceeded"]
-    assert plan.create_pods == []
+    assert plan.create_pods == ()
 
 
 def test_counts_are_those_the_decision_leads_to() -> None:
@@ -148,7 +148,7 @@ def test_all_workers_policy_waits_for_every_worker() -> None:
     spec = {"tfReplicaSpecs": {"Worker": replica_spec(2)}, "successPolicy": "AllWorkers"}
     plan = run(spec, [pod(spec, "worker-0", "Succeeded", exit_code=0), pod(spec, "worker-1")])
     assert written(plan)["state"] != "Succeeded"
-    assert plan.delete_pods == []
+    assert plan.delete_pods == ()
     done = [pod(spec, k, "Succeeded", exit_code=0) for k in ("worker-0", "worker-1")]
     assert written(run(spec, done, plan.status))["state"] == "Succeeded"
 
@@ -184,7 +184,7 @@ def test_mwms_retryable_failure_restarts_the_whole_group_once() -> None:
     assert "worker-1 exited with code 137" in message
     assert "chief-0, worker-0, worker-1" in message
     assert deleted(plan) == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1"]
-    assert plan.create_pods == [], "the new group waits until the old pods are gone"
+    assert plan.create_pods == (), "the new group waits until the old pods are gone"
     assert [e.reason for e in plan.events] == ["TFJobRestarting"]
 
     # The survivors die on their own (exit 42) while being deleted: the same restart.
@@ -196,7 +196,7 @@ def test_mwms_retryable_failure_restarts_the_whole_group_once() -> None:
     again = run(MWMS, survivors, plan.status)
     assert settle(MWMS, survivors, plan.status)["restartCount"] == 1
     assert deleted(again) == ["mnist-worker-0"]
-    assert again.create_pods == []
+    assert again.create_pods == ()
 
     # Once every old pod is gone, the group comes back at generation 1.
     back = run(MWMS, [], plan.status)
@@ -426,8 +426,8 @@ def test_finished_job_stays_finished() -> None:
     assert written(later)["state"] == "Succeeded"
     assert written(later)["conditions"] == finished["conditions"]
     assert written(later)["completionTime"] == finished["completionTime"]
-    assert later.create_pods == []
-    assert later.events == []
+    assert later.create_pods == ()
+    assert later.events == ()
 
 
 def test_succeeded_replica_is_never_recreated() -> None:
@@ -435,7 +435,7 @@ def test_succeeded_replica_is_never_recreated() -> None:
     status = settle(spec, [pod(spec, "worker-0"), pod(spec, "worker-1", "Succeeded", exit_code=0)])
     assert status["replicaStatuses"]["Worker"]["succeededIndexes"] == [1]
     plan = run(spec, [pod(spec, "worker-0")], status)
-    assert plan.create_pods == []
+    assert plan.create_pods == ()
 
 
 def test_suspend_deletes_children_and_resume_recreates_them() -> None:
@@ -474,7 +474,7 @@ def test_changed_replica_count_recreates_pods_without_counting_a_restart() -> No
         job_view(grown, status), [pod(MWMS, k) for k in ALL_MWMS], services(MWMS), NOW
     )
     assert deleted(plan) == [f"mnist-{k}" for k in ALL_MWMS]
-    assert plan.create_pods == [], "new pods wait for the old cluster to be gone"
+    assert plan.create_pods == (), "new pods wait for the old cluster to be gone"
     assert written(plan)["restartCount"] == 0
     assert condition(written(plan), "Restarting")["reason"] == "ReplicasChanged"
     assert "mnist-worker-2" in [s.name for s in plan.create_services]
@@ -513,7 +513,7 @@ def test_pods_of_an_earlier_job_with_the_same_name_block_creation() -> None:
     leftovers = [pod(MWMS, "worker-0", terminating=True, owner=old)]
     plan = decide_observing(job_view(MWMS), leftovers, [], NOW)
     assert created(plan) == ["mnist-chief-0", "mnist-worker-1"]
-    assert plan.delete_pods == []
+    assert plan.delete_pods == ()
 
 
 def test_unschedulable_pod_is_reported_once() -> None:
@@ -538,12 +538,12 @@ def test_unschedulable_pod_is_reported_once() -> None:
     assert running["reason"] == "Unschedulable"
     assert "Insufficient nvidia.com/gpu" in running["message"]
     assert [e.reason for e in plan.events] == ["Unschedulable"]
-    assert run(MWMS, pods, plan.status).events == []
+    assert run(MWMS, pods, plan.status).events == ()
     # Another pod becomes unschedulable first in the report: the message moves, no new event.
     more = [pod(MWMS, "chief-0", "Pending", status=unschedulable), *pods[1:]]
     again = run(MWMS, more, plan.status)
     assert "chief-0 is pending" in condition(written(again), "Running")["message"]
-    assert again.events == []
+    assert again.events == ()
 
 
 def test_deleting_job_is_left_to_the_garbage_collector() -> None:
@@ -559,7 +559,7 @@ def test_invalid_spec_fails_with_the_reason() -> None:
     failed = condition(written(plan), "Failed")
     assert failed["reason"] == "InvalidSpec"
     assert "PS needs Worker" in failed["message"]
-    assert plan.create_pods == []
+    assert plan.create_pods == ()
 
 
 def crash_looping(restarts: int = 1) -> dict[str, Any]:
@@ -610,7 +610,7 @@ def test_a_reason_that_goes_away_leaves_the_job_starting_not_stuck_on_it() -> No
     assert plan.status is not None
     reported = condition(written(plan), "Running")
     assert (reported["status"], reported["reason"]) == ("False", "ReplicasStarting")
-    assert plan.events == []
+    assert plan.events == ()
 
 
 def refusal(status: int, replica: str = "worker-1", since: datetime = NOW) -> Refusal:
@@ -629,7 +629,7 @@ def test_a_refused_pod_is_the_running_condition_and_an_invalid_one_fails_after_g
         "TFJob fails at 2026-11-22T12:00:30Z unless its spec is changed"
     )
     assert plan.requeue_after == pytest.approx(30)
-    assert plan.events == []  # the controller records each refusal itself
+    assert plan.events == ()  # the controller records each refusal itself
     assert created(plan) == ["mnist-worker-1"]  # tried again (the controller holds it back)
 
     later = NOW + timedelta(seconds=30)
@@ -720,7 +720,7 @@ def test_a_gang_larger_than_the_job_waits_saying_why_until_lowered() -> None:
     assert [e.reason for e in plan.events] == ["GangUnschedulable"]
     # The pod waits for its gang: said once, and the job is not failed.
     pending = [pod(spec, "worker-0", "Pending")]
-    assert run(spec, pending, plan.status).events == []
+    assert run(spec, pending, plan.status).events == ()
 
 
 def test_a_tf_config_too_long_for_the_environment_fails_the_job_before_any_pod() -> None:
@@ -729,7 +729,7 @@ def test_a_tf_config_too_long_for_the_environment_fails_the_job_before_any_pod()
     name = "j" * (MAX_CHILD_NAME - len("-worker-999"))
     job = JobView(JobRef("n" * 63, name, "uid-1"), "1", 1, False, BOUND, {})
     plan = decide_observing(job, [], [], NOW, "cluster.local")
-    assert (plan.create_pods, plan.create_services) == ([], [])
+    assert (plan.create_pods, plan.create_services) == ((), ())
     failed = condition(written(plan), "Failed")
     assert failed["reason"] == "InvalidSpec"
     assert "more than the 131072 bytes Linux allows one environment variable" in failed["message"]

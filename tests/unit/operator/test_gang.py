@@ -188,7 +188,7 @@ def test_a_new_gang_jobs_pods_wait_until_the_watch_shows_its_pod_group() -> None
     group = pod_group_writes(plan).create
     assert group is not None
     assert group["spec"] == {"minMember": 2}
-    assert plan.create_pods == []
+    assert plan.create_pods == ()
     assert len(plan.create_services) == 2  # services do not wait
 
     shown = decide_observing(job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group()])
@@ -202,7 +202,7 @@ def test_pods_wait_while_an_earlier_jobs_pod_group_of_the_name_is_going() -> Non
         job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group("uid-old")]
     )
     assert pod_group_writes(plan).create is None
-    assert plan.create_pods == []
+    assert plan.create_pods == ()
     assert plan.create_services  # services do not wait
 
 
@@ -214,7 +214,7 @@ def test_a_pod_group_follows_the_replica_count_and_new_pods_wait_for_the_change(
     change = pod_group_writes(plan).patch
     assert change is not None
     assert change[1] == {"spec": {"minMember": 3}}
-    assert plan.create_pods == []
+    assert plan.create_pods == ()
     same = decide_observing(job_view(gang_spec()), [], [], NOW, pod_groups=[observed_group()])
     assert pod_group_writes(same).patch is None
 
@@ -225,7 +225,7 @@ def test_no_pods_while_the_gang_is_larger_than_the_job_then_all_once_lowered() -
     large = gang_spec(workers=1, minAvailable=10)
     group = observed_group(minMember=10)
     waiting = decide_observing(job_view(large), [], [], NOW, pod_groups=[group])
-    assert (waiting.create_pods, pod_group_writes(waiting).patch) == ([], None)
+    assert (waiting.create_pods, pod_group_writes(waiting).patch) == ((), None)
     assert [s.name for s in waiting.create_services] == ["mnist-worker-0"]
 
     lowered = gang_spec(workers=1, minAvailable=1)
@@ -233,7 +233,7 @@ def test_no_pods_while_the_gang_is_larger_than_the_job_then_all_once_lowered() -
     change = pod_group_writes(patched).patch
     assert change is not None
     assert change[1] == {"spec": {"minMember": 1}}
-    assert patched.create_pods == []
+    assert patched.create_pods == ()
     shown = decide_observing(
         job_view(lowered), [], [], NOW, pod_groups=[observed_group(minMember=1)]
     )
@@ -306,7 +306,7 @@ def test_a_gang_the_operator_cannot_honour_fails_the_job() -> None:
     failed = next(c for c in plan.status["conditions"] if c["type"] == "Failed")
     assert failed["reason"] == "InvalidSpec"
     assert "scheduler-plugins has no queues" in failed["message"]
-    assert (plan.create_pods, pod_group_writes(plan).create) == ([], None)
+    assert (plan.create_pods, pod_group_writes(plan).create) == ((), None)
 
 
 def test_the_controller_creates_the_pod_group_then_the_pods_once_it_is_seen() -> None:

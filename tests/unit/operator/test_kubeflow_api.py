@@ -139,12 +139,12 @@ def test_the_younger_of_two_jobs_of_one_name_fails_once_and_touches_nothing() ->
     )
     assert plan.status["completionTime"]
     assert [e.reason for e in plan.events] == ["NameTaken"]
-    assert (plan.create_pods, plan.create_services, plan.delete_pods) == ([], [], [])
+    assert (plan.create_pods, plan.create_services, plan.delete_pods) == ((), (), ())
 
     written = JobView(job.ref, "2", 1, False, job.spec, plan.status, job.created)
     again = decide_name_taken(written, holder, NOW)
     assert again.status is None
-    assert again.events == []
+    assert again.events == ()
 
 
 def test_the_controller_runs_the_older_job_and_fails_the_younger() -> None:
@@ -250,4 +250,4 @@ def test_a_suspended_queued_job_says_why_kueue_has_not_admitted_it() -> None:
     moved = next(c for c in again.status["conditions"] if c["type"] == "Suspended")
     assert moved["message"].endswith("Kueue: LocalQueue q doesn't exist")
     assert moved["lastTransitionTime"] == held["lastTransitionTime"]
-    assert again.events == []
+    assert again.events == ()

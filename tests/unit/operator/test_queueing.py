@@ -13,7 +13,6 @@ import pytest
 from support.builders import JOB, NOW, decide_observing, pod, replica_spec, workload_writes
 
 from tfjob_operator.api import KUBEFLOW, TFJOB_DEV, JobRef
-from tfjob_operator.decide import Plan
 from tfjob_operator.integrations.base import Gate, Passage
 from tfjob_operator.integrations.kueue import (
     WorkloadWrites,
@@ -30,6 +29,7 @@ from tfjob_operator.observe import (
     observe_flavor,
     observe_workload,
 )
+from tfjob_operator.plan import Plan
 from tfjob_operator.spec import parse_spec
 
 SPEC = {
@@ -137,7 +137,7 @@ def test_a_queued_job_makes_its_workload_and_creates_no_pod() -> None:
     assert {n: s["count"] for n, s in sets.items()} == {"chief": 1, "worker": 2}
     container = sets["worker"]["template"]["spec"]["containers"][0]
     assert container["resources"] == {"requests": {"cpu": "1"}}  # what Kueue counts
-    assert plan.create_pods == []
+    assert plan.create_pods == ()
     assert suspended(plan)["message"] == (
         "TFJob ml/mnist is suspended: queued in Kueue's LocalQueue team until it is admitted."
     )
@@ -183,7 +183,7 @@ def test_while_kueue_has_not_admitted_it_the_job_says_why() -> None:
     refused = workload({"QuotaReserved": ("False", "Pending", "insufficient quota for cpu")})
     plan = decide_observing(queued(), [], [], NOW, None, [refused])
     assert workload_writes(plan).create is None
-    assert plan.create_pods == []
+    assert plan.create_pods == ()
     assert suspended(plan)["message"].endswith("Kueue: insufficient quota for cpu")
 
 
@@ -270,7 +270,7 @@ def test_an_admission_whose_flavor_cannot_be_read_waits_and_says_so() -> None:
     plan = decide_observing(
         queued(), [], [], NOW, None, [workload(ADMITTED, flavor="gone")], flavors={}
     )
-    assert plan.create_pods == []
+    assert plan.create_pods == ()
     assert suspended(plan)["message"].endswith(
         f"Kueue: ResourceFlavor gone of Workload {workload_name(JOB)} cannot be read (absent, "
         "or not readable by the operator)"
@@ -310,7 +310,7 @@ def test_an_evicted_job_stops_then_gives_its_quota_back() -> None:
     assert written["Admitted"]["status"] == "False"
     assert written["Evicted"]["status"] == "True", "Kueue's own conditions are kept"
     assert written["Admitted"]["lastTransitionTime"] == NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
-    assert stopped.create_pods == []
+    assert stopped.create_pods == ()
 
     # Quota given back, Evicted still True until Kueue admits it again: queued as any job.
     requeued = workload(
@@ -321,7 +321,7 @@ def test_an_evicted_job_stops_then_gives_its_quota_back() -> None:
     )
     waiting = decide_observing(queued(stopped.status), [], [], NOW, None, [requeued])
     assert workload_writes(waiting).patch_status is None
-    assert waiting.create_pods == []
+    assert waiting.create_pods == ()
     assert suspended(waiting)["message"] == (
         "TFJob ml/mnist is suspended: queued in Kueue's LocalQueue team until it is admitted. "
         "Kueue: insufficient quota for cpu"
@@ -377,7 +377,7 @@ def test_a_kubeflow_job_queues_through_the_operators_workload() -> None:
     made = workload_writes(plan).create
     assert made is not None
     assert made["metadata"]["labels"]["tfjob.dev/controller-uid"] == JOB.uid
-    assert plan.create_pods == []
+    assert plan.create_pods == ()
 
 
 def test_a_kubeflow_job_kueue_made_a_workload_for_is_left_to_kueue() -> None:

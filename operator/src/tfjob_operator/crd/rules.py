@@ -195,7 +195,7 @@ def spec_rules() -> list[Rule]:
     """tfjob.dev's: a gang of more pods than the job has could never be complete.
 
     kubeflow.org accepts it, as Kubeflow does: the job waits, saying why, until an update
-    lowers minAvailable (decide.py)."""
+    lowers minAvailable (integrations/gang.py)."""
     policy = "self.runPolicy.schedulingPolicy"
     total = "self.tfReplicaSpecs.map(t, self.tfReplicaSpecs[t].replicas).sum()"
     return [
