@@ -24,7 +24,7 @@ from tfjob_localcluster import binaries as binaries_module
 from tfjob_localcluster.clusters import Cluster
 from tfjob_localcluster.host.procs import ManagedProcess
 from tfjob_localcluster.local.controlplane import ControlPlane
-from tfjob_localcluster.rest import Rest
+from tfjob_operator.client.rest import Rest
 from tfjob_operator.errors import ApiError
 
 NAMESPACE = "tfjob-bench"

@@ -17,7 +17,7 @@ from harness import kwok
 from tfjob_localcluster import binaries
 from tfjob_localcluster.host.procs import ManagedProcess
 from tfjob_localcluster.local.cluster import LocalCluster
-from tfjob_localcluster.rest import Rest
+from tfjob_operator.client.rest import Rest
 from tfjob_operator.errors import ApiError
 
 NAME: Final = f"{kwok.NODE_PREFIX}bystander"

@@ -32,8 +32,8 @@ from harness.operator_process import (
 )
 from harness.promtext import counters
 from tfjob_localcluster.local.cluster import LocalCluster
-from tfjob_localcluster.rest import Rest
 from tfjob_localcluster.waiting import wait_until
+from tfjob_operator.client.rest import Rest
 from tfjob_operator.errors import ApiError
 
 #: The namespace of the Lease, as the chart's release namespace.

@@ -16,7 +16,6 @@ of them, with nothing changed in the operator:
 from __future__ import annotations
 
 import contextlib
-import ssl
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -24,7 +23,7 @@ from typing import Any, Final
 from tfjob_localcluster import binaries
 from tfjob_localcluster.host.ports import free_port
 from tfjob_localcluster.host.procs import ManagedProcess, Started
-from tfjob_localcluster.rest import Rest
+from tfjob_operator.client.rest import Rest
 from tfjob_operator.errors import ApiError
 
 READY_SECONDS: Final = 30
@@ -43,7 +42,7 @@ class Toxiproxy(Started):
     def __init__(self, state_dir: Path) -> None:
         self.port = free_port("127.0.0.1")
         #: Its HTTP API (plain HTTP: the TLS context is never used).
-        self.api = Rest(f"http://127.0.0.1:{self.port}", ssl.create_default_context())
+        self.api = Rest.at(f"http://127.0.0.1:{self.port}")
         self.process = ManagedProcess(
             "toxiproxy",
             [

@@ -32,9 +32,9 @@ from harness import audit
 from tfjob_localcluster.host import packages
 from tfjob_localcluster.images.catalog import BUSYBOX
 from tfjob_localcluster.local.cluster import LocalCluster
-from tfjob_localcluster.rest import Rest
 from tfjob_localcluster.waiting import wait_until
 from tfjob_operator.api import PLURAL, TFJOB_DEV
+from tfjob_operator.client.rest import Rest
 from tfjob_operator.errors import ApiError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Final
 
-from tfjob_localcluster.rest import Rest
+from tfjob_operator.client.rest import Rest
 from tfjob_operator.errors import ApiError
 
 FLOWCONTROL: Final = "/apis/flowcontrol.apiserver.k8s.io/v1"

@@ -21,8 +21,8 @@ from tfjob_localcluster.addons.beside import ProcessBeside
 from tfjob_localcluster.binaries import locate, read_versions
 from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.host.ports import free_port
-from tfjob_localcluster.local.pki import CertificateAuthority
-from tfjob_localcluster.rest import Rest, tls_context
+from tfjob_localcluster.local.pki import CertificateAuthority, tls_context
+from tfjob_operator.client.rest import Rest
 
 MODULE = "sigs.k8s.io/scheduler-plugins"
 MANIFESTS = Path("manifests/coscheduling")
@@ -94,7 +94,7 @@ class Coscheduling(ProcessBeside):
             ip_addresses=("127.0.0.1",),
             server=True,
         )
-        probe = Rest(f"https://127.0.0.1:{self.port}", tls_context(self.ca.pair.cert))
+        probe = Rest.at(f"https://127.0.0.1:{self.port}", tls_context(self.ca.pair.cert))
         self.launch(
             [
                 str(self.binary),

@@ -26,8 +26,13 @@ from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.host.ports import free_ports
 from tfjob_localcluster.host.procs import ManagedProcess, ProcessIdentity, Started
 from tfjob_localcluster.local.kubeconfig import kubeconfig, write_kubeconfig
-from tfjob_localcluster.local.pki import CertificateAuthority, KeyPair, write_signing_key
-from tfjob_localcluster.rest import Rest, tls_context
+from tfjob_localcluster.local.pki import (
+    CertificateAuthority,
+    KeyPair,
+    tls_context,
+    write_signing_key,
+)
+from tfjob_operator.client.rest import Rest
 from tfjob_operator.errors import ApiError
 
 SERVICE_CIDR = ipaddress.IPv4Network("10.96.0.0/16")
@@ -196,7 +201,7 @@ class ControlPlane(Started):
         revision. A watch resuming from an older version can then be served by neither
         etcd nor, once restarted, the API server's cache: it gets 410 Gone. For fault
         injection (chaos/)."""
-        etcd = Rest(self._components["etcd"].url, tls_context(self.ca.pair.cert))
+        etcd = Rest.at(self._components["etcd"].url, tls_context(self.ca.pair.cert))
         everything = {"key": base64.b64encode(b"/").decode(), "limit": 1, "keys_only": True}
         revision = int(etcd.request("POST", "/v3/kv/range", everything)["header"]["revision"])
         etcd.request("POST", "/v3/kv/compaction", {"revision": revision, "physical": True})
@@ -217,7 +222,7 @@ class ControlPlane(Started):
         )
 
     def rest(self) -> Rest:
-        return Rest(self.api_url, tls_context(self.ca.pair.cert, self.admin))
+        return Rest.at(self.api_url, tls_context(self.ca.pair.cert, self.admin))
 
     # --- components -------------------------------------------------------------------
 
@@ -302,7 +307,7 @@ class ControlPlane(Started):
 
         def ready(ports: list[int]) -> Callable[[], bool]:
             etcd.url = f"http://127.0.0.1:{ports[0]}"
-            health = Rest(etcd.url, tls_context(self.ca.pair.cert))
+            health = Rest.at(etcd.url, tls_context(self.ca.pair.cert))
             return lambda: health.ok("/health")
 
         etcd = _Component("etcd", argv, ready, "127.0.0.1", 2)
@@ -479,7 +484,7 @@ class ControlPlane(Started):
             ]
 
         def healthz(ports: list[int]) -> Callable[[], bool]:
-            probe = Rest(f"https://127.0.0.1:{ports[0]}", tls_context(self.ca.pair.cert))
+            probe = Rest.at(f"https://127.0.0.1:{ports[0]}", tls_context(self.ca.pair.cert))
             return lambda: probe.ok("/healthz")
 
         self._start_ready(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -173,3 +174,11 @@ def write_signing_key(path: Path) -> KeyPair:
         )
     )
     return pair
+
+
+def tls_context(ca_cert: Path, client: KeyPair | None = None) -> ssl.SSLContext:
+    """A TLS context that trusts the cluster's CA, as `client` if given."""
+    context = ssl.create_default_context(cafile=str(ca_cert))
+    if client is not None:
+        context.load_cert_chain(str(client.cert), str(client.key))
+    return context

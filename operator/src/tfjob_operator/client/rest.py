@@ -1,10 +1,12 @@
-"""Synchronous HTTP to the API server for the client: the standard library only.
+"""Synchronous HTTP to the API server: the standard library only.
 
-A notebook installs the client without the controller's aiohttp (`pip install
-tfjob-operator`), and a client call is a handful of requests a second at most, so
-`urllib` suffices. Objects go out as JSON built from data and come back as dicts; a
-refusal raises the operator's own `ApiError`. A 401 re-reads the token once (a rotated
-file, an expired exec-plugin token) before it counts.
+The client, the local cluster, the chaos run and the bench's cluster reach the API server
+(and the other HTTP APIs beside it: etcd, a component's health, Toxiproxy) through it. A
+notebook installs the client without the controller's aiohttp (`pip install
+tfjob-operator`), and these callers make a handful of requests a second at most, so
+`urllib` suffices. Objects go out as JSON built from data and come back as dicts (a body
+that is not JSON, as text); a refusal raises the operator's own `ApiError`. A 401 re-reads
+the token once (a rotated file, an expired exec-plugin token) before it counts.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ from contextlib import contextmanager
 from http.client import HTTPResponse
 from typing import Any, Final
 
-from ..connection import Connection
+from ..connection import Connection, TokenSource
 from ..errors import ApiError
 
 JSON: Final = "application/json"
 MERGE_PATCH: Final = "application/merge-patch+json"
 #: The longest a request may take, a stream's wait for its next line excepted.
 TIMEOUT_SECONDS: Final = 30.0
+#: Tries of a replace that conflicts with another writer of the same object.
+CONFLICT_ATTEMPTS: Final = 5
 
 Query = Mapping[str, str | int | bool]
 
@@ -41,6 +45,12 @@ class Rest:
         self.ssl_context = _ssl_context(connection)
         self._token_lock = threading.Lock()
 
+    @classmethod
+    def at(cls, server: str, ssl_context: ssl.SSLContext | None = None) -> Rest:
+        """To `server` with no token: as the TLS context's client certificate, if any (the
+        local cluster's admin, a component's health), or over plain HTTP."""
+        return cls(Connection(server.rstrip("/"), ssl_context or True, TokenSource()))
+
     def get(self, path: str, query: Query | None = None) -> Any:
         return self.request("GET", path, query=query)
 
@@ -52,11 +62,51 @@ class Rest:
         *,
         query: Query | None = None,
         content_type: str = JSON,
+        timeout: float = TIMEOUT_SECONDS,
     ) -> Any:
-        """The decoded answer; raises ApiError for any status but 2xx."""
-        with self._open(method, path, body, query, content_type, TIMEOUT_SECONDS) as answer:
+        """The decoded answer (text if it is not JSON); raises ApiError for any status but
+        2xx."""
+        with self._open(method, path, body, query, content_type, timeout) as answer:
             data = answer.read()
-        return json.loads(data) if data else None
+        if not data:
+            return None
+        try:
+            return json.loads(data)
+        except ValueError:
+            return data.decode(errors="replace")
+
+    def ok(self, path: str, timeout: float = 2) -> bool:
+        """Whether GET `path` answers 2xx; any connection problem counts as not ready (a
+        readiness probe)."""
+        try:
+            self.request("GET", path, timeout=timeout)
+        except (ApiError, OSError):
+            return False
+        return True
+
+    def create_or_replace(self, collection: str, body: Mapping[str, Any]) -> None:
+        """PUT over the object if it exists (a restarted cluster keeps its objects), else
+        POST it. Looked up first: POSTing a Service whose clusterIP its earlier copy holds
+        fails as Invalid (IP already allocated), not as AlreadyExists. A PUT that lost to
+        another writer (409: a restarted controller updates what it owns) is tried again on
+        the newer version, as client-go's RetryOnConflict does."""
+        path = f"{collection}/{body['metadata']['name']}"
+        for attempt in range(CONFLICT_ATTEMPTS):
+            try:
+                current = self.request("GET", path)
+            except ApiError as error:
+                if error.status != 404:
+                    raise
+                self.request("POST", collection, body)
+                return
+            version = current["metadata"]["resourceVersion"]
+            replacement = {**body, "metadata": {**body["metadata"], "resourceVersion": version}}
+            try:
+                self.request("PUT", path, replacement)
+                return
+            except ApiError as error:
+                if error.status != 409 or attempt == CONFLICT_ATTEMPTS - 1:
+                    raise
 
     def text(self, path: str, query: Query | None = None) -> str:
         with self._open("GET", path, None, query, JSON, TIMEOUT_SECONDS) as answer:
