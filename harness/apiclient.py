@@ -1,16 +1,17 @@
-"""A small asyncio client of the Kubernetes API: JSON requests and watches, as dicts.
+"""The harness's asyncio client of the Kubernetes API: JSON requests and watches, as dicts.
 
-The harness's clients (driver and floor) must cost as little as possible on 2 cores and
-must not hide what the API server does, so this is aiohttp with a client certificate and
-nothing else: no models, no client-side rate limit, no retries. JSON goes through orjson,
-as in the operator: the driver parses every pod's watch events, and a slow parse would
-show up as the operator's latency. The kubeconfig and the API's errors are read as the
-operator reads them (tfjob_operator.connection, .kube).
+Built on the operator's own async front (tfjob_operator.kube.ApiServerClient: the
+kubeconfig read as the operator reads it, one aiohttp session, orjson, the same watch
+stream and ApiError). The harness's clients (driver and floor) must cost as little as
+possible on 2 cores and must not hide what the API server does, so they take none of the
+operator's write policy: no slots, no client-side rate limit, no retries (one try, fresh
+credentials after a 401 aside); `connections` bounds the requests in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
@@ -21,7 +22,7 @@ import orjson
 
 from tfjob_operator.connection import load_connection
 from tfjob_operator.errors import ApiError
-from tfjob_operator.kube import JSON, unavailable
+from tfjob_operator.kube import JSON, ApiServerClient, WatchExpired, unavailable
 
 Obj = dict[str, Any]
 #: Called with the watch event type (ADDED, MODIFIED, DELETED) and the object, or with
@@ -40,19 +41,11 @@ class ApiClient:
     """Requests and watches against one API server as one user (see the module docstring)."""
 
     def __init__(self, kubeconfig: Path, *, connections: int = 64) -> None:
-        connection = load_connection(str(kubeconfig))
-        self.server, self._tls = connection.server, connection.ssl_context
-        self._connections = connections
-        self._session: aiohttp.ClientSession | None = None
+        self.api = ApiServerClient(
+            load_connection(str(kubeconfig)), connections=connections, user_agent="tfjob-bench"
+        )
 
     async def __aenter__(self) -> ApiClient:
-        connector = aiohttp.TCPConnector(ssl=self._tls, limit=self._connections)
-        self._session = aiohttp.ClientSession(
-            self.server,
-            connector=connector,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
-            headers={"Accept": JSON, "User-Agent": "tfjob-bench"},
-        )
         return self
 
     async def __aexit__(
@@ -61,15 +54,7 @@ class ApiClient:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            raise RuntimeError("ApiClient used outside `async with`")
-        return self._session
+        await self.api.close()
 
     async def send(
         self,
@@ -80,20 +65,19 @@ class ApiClient:
         content_type: str = JSON,
     ) -> tuple[int, Any]:
         """The status code and the decoded reply, whatever the status."""
-        data = None if body is None else orjson.dumps(body)
-        async with self.session.request(
+        status, raw = await self.api.request(
             method,
             path,
-            data=data,
-            headers={"Content-Type": content_type},
-            timeout=aiohttp.ClientTimeout(total=REQUEST_SECONDS),
-        ) as reply:
-            raw = await reply.read()
-            try:
-                decoded: Any = orjson.loads(raw) if raw else None
-            except ValueError:
-                decoded = raw.decode(errors="replace")
-            return reply.status, decoded
+            data=None if body is None else orjson.dumps(body),
+            type_=content_type,
+            limit_seconds=REQUEST_SECONDS,
+            max_tries=1,
+        )
+        try:
+            decoded: Any = orjson.loads(raw) if raw else None
+        except ValueError:
+            decoded = raw.decode(errors="replace")
+        return status, decoded
 
     async def request(
         self, method: str, path: str, body: Obj | None = None, *, content_type: str = JSON
@@ -106,15 +90,12 @@ class ApiClient:
 
     async def text(self, path: str) -> str:
         """A plain-text reply (the API server's /metrics); raises ApiError unless 2xx."""
-        async with self.session.get(
-            path,
-            headers={"Accept": "text/plain"},
-            timeout=aiohttp.ClientTimeout(total=REQUEST_SECONDS),
-        ) as reply:
-            raw = await reply.read()
-            if not 200 <= reply.status < 300:
-                raise ApiError(reply.status, f"GET {path}", raw)
-            return raw.decode()
+        status, raw = await self.api.request(
+            "GET", path, accept="text/plain", limit_seconds=REQUEST_SECONDS, max_tries=1
+        )
+        if not 200 <= status < 300:
+            raise ApiError(status, f"GET {path}", raw)
+        return raw.decode()
 
     async def watch(
         self,
@@ -155,28 +136,15 @@ class ApiClient:
     async def _watch_from(self, path: str, version: str, handler: EventHandler) -> str | None:
         """Streams one watch; returns where to resume, or None when a new listing is due."""
         params = {"watch": "1", "resourceVersion": version, "allowWatchBookmarks": "true"}
-        async with self.session.get(path, params=params) as reply:
-            if reply.status == 410:
-                return None
-            if reply.status != 200:
-                raise ApiError(reply.status, f"WATCH {path}", await reply.read())
-            buffer = b""
-            async for chunk in reply.content.iter_any():
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if not line.strip():
-                        continue
-                    event = orjson.loads(line)
-                    kind, obj = event["type"], event["object"]
-                    if kind == "ERROR":
-                        if obj.get("code") == 410:
-                            return None
-                        code = int(obj.get("code") or 0)
-                        raise ApiError(code, f"WATCH {path}", orjson.dumps(obj))
+        events = self.api.watch(path, params, None, f"WATCH {path}")
+        try:
+            async with contextlib.aclosing(events):
+                async for kind, obj in events:
                     version = obj["metadata"]["resourceVersion"]
                     if kind != "BOOKMARK":
                         handler(kind, obj)
+        except WatchExpired:
+            return None
         return version
 
 

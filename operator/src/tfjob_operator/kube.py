@@ -24,7 +24,15 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Iterator, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Collection,
+    Coroutine,
+    Iterator,
+    Mapping,
+)
 from enum import IntEnum
 from typing import Any, Final
 
@@ -44,6 +52,7 @@ from .observe import (
     WorkloadObservation,
     observe_flavor,
 )
+from .published import OPERATOR, VERSION
 
 logger = logging.getLogger(__name__)
 
@@ -62,10 +71,17 @@ PRIORITY_CLASSES: Final = {
 WRITE_TIMEOUT_SECONDS: Final = 30.0
 #: Tries of one request the API server asks to repeat (`Retry-After` on 429 or 5xx).
 MAX_TRIES: Final = 5
+#: How the operator names itself to the API server (its audit log, API Priority and
+#: Fairness' flow schemas can match it).
+USER_AGENT: Final = f"{OPERATOR}/{VERSION}"
 
 
 class NotLeading(RuntimeError):
     """This operator does not lead (leader.py): it sends no write."""
+
+
+class WatchExpired(Exception):
+    """The version a watch started from is gone (410 Gone, compacted): list again."""
 
 
 def unavailable(error: BaseException) -> bool:
@@ -175,8 +191,15 @@ class ApiServerClient:
         connection: Connection,
         max_in_flight: int = MAX_IN_FLIGHT,
         metrics: Metrics | None = None,
+        *,
+        connections: int = 0,
+        user_agent: str = USER_AGENT,
     ) -> None:
+        """`connections`: the most open at once (0: no bound; the operator's writes are
+        bounded by their slots, and watches and lists need none)."""
         self.connection = connection
+        self._connections = connections
+        self._user_agent = user_agent
         #: Where each write's wait for its turn and its time in flight are recorded.
         self.metrics = metrics or Metrics()
         self._slots = _Slots(max_in_flight)
@@ -193,8 +216,10 @@ class ApiServerClient:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 base_url=self.connection.server,
-                # Writes are bounded by the slots; watches and lists need no bound.
-                connector=aiohttp.TCPConnector(ssl=self.connection.ssl_context, limit=0),
+                connector=aiohttp.TCPConnector(
+                    ssl=self.connection.ssl_context, limit=self._connections
+                ),
+                headers={"User-Agent": self._user_agent},
             )
         return self._session
 
@@ -277,19 +302,21 @@ class ApiServerClient:
         data: bytes | None = None,
         params: Mapping[str, str] | None = None,
         type_: str = JSON,
+        accept: str = JSON,
         limit_seconds: float = WRITE_TIMEOUT_SECONDS,
         fenced: bool = False,
+        max_tries: int = MAX_TRIES,
     ) -> tuple[int, bytes]:
         """One request, all tries within `limit_seconds`: once more with fresh credentials
         after a 401, and again after the wait a 429's or 5xx's `Retry-After` asks, as
-        client-go does, while that wait ends in time. A `fenced` request checks the fence
-        before each try."""
+        client-go does, while that wait ends in time, `max_tries` in all. A `fenced`
+        request checks the fence before each try."""
         until = time.monotonic() + limit_seconds
         refreshed = False
         for tries in itertools.count(1):
             if fenced:
                 self._fence_left(f"{method} {path}")
-            headers = await self._headers(refresh=refreshed, content_type=type_)
+            headers = await self._headers(refresh=refreshed, content_type=type_, accept=accept)
             timeout = aiohttp.ClientTimeout(total=max(until - time.monotonic(), 0.001))
             async with self.session.request(
                 method, path, data=data, params=params, headers=headers, timeout=timeout
@@ -299,7 +326,7 @@ class ApiServerClient:
             if status == 401 and not refreshed:
                 refreshed = True
                 continue
-            if asked is None or not (status == 429 or status >= 500) or tries >= MAX_TRIES:
+            if asked is None or not (status == 429 or status >= 500) or tries >= max_tries:
                 break
             wait = jittered(min(asked, MAX_RETRY_AFTER_SECONDS))
             if time.monotonic() + wait >= until:
@@ -308,11 +335,12 @@ class ApiServerClient:
             await asyncio.sleep(wait)
         return status, payload
 
-    @contextlib.asynccontextmanager
-    async def stream(
-        self, path: str, params: Mapping[str, str], idle_timeout: float
-    ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """A watch: the open response, read line by line by the caller; no write slot."""
+    async def watch(
+        self, path: str, params: Mapping[str, str], idle_timeout: float | None, what: str
+    ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
+        """The events of one watch (bookmarks included) as (type, object), as they come; no
+        write slot; silent for `idle_timeout` seconds, it fails (None: it may be silent). Raises WatchExpired when the server says the version is gone (410, as
+        the answer or as an ERROR event), ApiError for any other refusal."""
         headers = await self._headers(refresh=False, content_type=JSON)
         async with self.session.get(
             path,
@@ -322,10 +350,27 @@ class ApiServerClient:
         ) as response:
             if response.status == 401:
                 await self.connection.tokens.header(refresh=True)
-            yield response
+            if response.status == 410:
+                raise WatchExpired(what)
+            raise_for(response.status, what, b"" if response.ok else await response.read())
+            pending = b""
+            async for chunk in response.content.iter_any():
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event = orjson.loads(line)
+                    kind, body = str(event.get("type")), event.get("object") or {}
+                    if kind == "ERROR":
+                        if body.get("code") == 410:
+                            raise WatchExpired(what)
+                        raise ApiError(int(body.get("code") or 500), what, orjson.dumps(body))
+                    yield kind, body
 
-    async def _headers(self, refresh: bool, content_type: str) -> dict[str, str]:
-        headers = {"Accept": JSON, "Content-Type": content_type}
+    async def _headers(
+        self, refresh: bool, content_type: str, accept: str = JSON
+    ) -> dict[str, str]:
+        headers = {"Accept": accept, "Content-Type": content_type}
         authorization = await self.connection.tokens.header(refresh=refresh)
         if authorization:
             headers["Authorization"] = authorization

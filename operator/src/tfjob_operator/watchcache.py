@@ -32,7 +32,7 @@ import orjson
 from .api import LABEL_JOB_NAME
 from .backoff import delay_after
 from .errors import ApiError
-from .kube import ApiServerClient, collection_path, raise_for, unavailable
+from .kube import ApiServerClient, WatchExpired, collection_path, raise_for, unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -257,33 +257,20 @@ class Watch(Generic[T]):
             allowWatchBookmarks="true",
             timeoutSeconds=str(seconds),
         )
-        async with self.api.stream(self.path, params, idle_timeout=seconds + 30) as response:
-            if response.status == 410:
-                return False
-            if response.status != 200:
-                raise_for(response.status, f"watch {self.describe}", await response.read())
-            pending = b""
-            async for chunk in response.content.iter_any():
-                *lines, pending = (pending + chunk).split(b"\n")
-                for line in lines:
-                    if line:
-                        gone, self._version = self._apply(orjson.loads(line), self._version)
-                        if gone:
-                            return False
+        events = self.api.watch(self.path, params, seconds + 30, f"watch {self.describe}")
+        try:
+            async with contextlib.aclosing(events):
+                async for kind, body in events:
+                    self._version = self._apply(kind, body, self._version)
+        except WatchExpired:
+            return False
         return True
 
-    def _apply(self, event: Mapping[str, Any], version: str) -> tuple[bool, str]:
-        """Applies one watch event; returns (version expired, the version to resume from)."""
-        kind = event.get("type")
-        body = event.get("object") or {}
-        if kind == "ERROR":
-            if body.get("code") == 410:
-                return True, version
-            code = int(body.get("code") or 500)
-            raise ApiError(code, f"watch {self.describe}", orjson.dumps(body))
+    def _apply(self, kind: str, body: Mapping[str, Any], version: str) -> str:
+        """Applies one watch event; returns the version to resume from."""
         version = str((body.get("metadata") or {}).get("resourceVersion") or version)
         if kind == "BOOKMARK":
-            return False, version
+            return version
         if kind == "DELETED":
             changed = self.store.remove(str(body["metadata"]["uid"]))
         else:
@@ -291,7 +278,7 @@ class Watch(Generic[T]):
             changed = self.store.put(*entry, self.resource.name) if entry is not None else set()
         for key in sorted(changed):
             self.changed(key)
-        return False, version
+        return version
 
 
 def _forbidden(error: BaseException) -> bool:
