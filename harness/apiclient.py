@@ -21,8 +21,8 @@ import aiohttp
 import orjson
 
 from tfjob_operator.connection import load_connection
-from tfjob_operator.errors import ApiError
-from tfjob_operator.kube import JSON, ApiServerClient, WatchExpired, unavailable
+from tfjob_operator.errors import ApiError, WatchExpired
+from tfjob_operator.kube import JSON, ApiServerClient, unavailable
 
 Obj = dict[str, Any]
 #: Called with the watch event type (ADDED, MODIFIED, DELETED) and the object, or with

@@ -39,7 +39,7 @@ def tfjobs(backend: Backend, request: pytest.FixtureRequest) -> Iterator[TFJobs]
         interval=0.2,
     )
     request.node.stash[SCENARIO_KEY] = (backend, name)
-    yield TFJobs(backend.api_client, name)
+    yield TFJobs(backend.kubeconfig, name)
     core.delete_namespace(name, propagation_policy="Background")
 
 

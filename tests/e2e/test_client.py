@@ -142,7 +142,7 @@ def test_the_cli_exit_codes_say_succeeded_failed_and_timed_out(
     assert failed.stdout.splitlines()[-1].startswith("crash: Failed")
     # The kubelet's phase may trail the container's exit the operator acted on.
     tfjobs.wait_pods(
-        "crash", lambda pods: [p.status.phase for p in pods] == ["Failed"], "worker-0 Failed"
+        "crash", lambda pods: [p["status"]["phase"] for p in pods] == ["Failed"], "worker-0 Failed"
     )
     described = cli(backend, ns, "describe", "crash")
     assert described.returncode == 0, described.stderr
@@ -198,7 +198,9 @@ def test_the_notebook_example_runs_as_a_script(backend: Backend, tfjobs: TFJobs)
     assert "worker-0" in reported, lines[-10:]
     if "worker-1" not in reported:
         # Still running when worker 0 succeeded: stopped by cleanPodPolicy Running.
-        deleted = [e.message for e in tfjobs.events("digits") if e.reason == "SuccessfulDeletePod"]
+        deleted = [
+            e["message"] for e in tfjobs.events("digits") if e["reason"] == "SuccessfulDeletePod"
+        ]
         assert any("digits-worker-1" in m and "cleanPodPolicy Running" in m for m in deleted), (
             f"worker-1 reported no result and was not cleaned up: {deleted}\n{lines[-10:]}"
         )

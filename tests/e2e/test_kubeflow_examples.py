@@ -90,11 +90,15 @@ def test_the_examples_are_kubeflows_unchanged_in_what_they_ask() -> None:
 
 @pytest.mark.parametrize("path", EXAMPLES)
 def test_a_kubeflow_example_runs_to_completion(
-    kubeflow_release: str, k8s_client: Any, kubectl: Kubectl, namespace: str, path: str
+    kubeflow_release: str,
+    kubectl: Kubectl,
+    namespace: str,
+    path: str,
+    kubeconfig: str,
 ) -> None:
     example = offline(kubeflow_example(path))
     name = example["metadata"]["name"]
-    jobs = TFJobs(k8s_client, namespace, group="kubeflow.org")
+    jobs = TFJobs(kubeconfig, namespace, group="kubeflow.org")
     jobs.create(example)
     try:
         done = jobs.wait_state(name, "Succeeded", 180)
@@ -117,8 +121,8 @@ def test_a_kubeflow_example_runs_to_completion(
     created = {
         service
         for e in events
-        if e.reason == "SuccessfulCreateService"
-        for service in e.message.removeprefix("Created services ").split(", ")
+        if e["reason"] == "SuccessfulCreateService"
+        for service in e["message"].removeprefix("Created services ").split(", ")
     }
     assert created == {
         f"{name}-{replica_type.lower()}-{index}"
@@ -126,9 +130,11 @@ def test_a_kubeflow_example_runs_to_completion(
         for index in range(spec["replicas"])
     }
     for pod in jobs.pods(name):
-        assert pod.metadata.labels["training.kubeflow.org/job-name"] == name
+        assert pod["metadata"]["labels"]["training.kubeflow.org/job-name"] == name
         config = json.loads(
-            next(e.value for e in pod.spec.containers[0].env if e.name == "TF_CONFIG")
+            next(
+                e["value"] for e in pod["spec"]["containers"][0]["env"] if e["name"] == "TF_CONFIG"
+            )
         )
         cluster = {t: sorted(hosts) for t, hosts in config["cluster"].items()}
         assert cluster == {
@@ -138,7 +144,7 @@ def test_a_kubeflow_example_runs_to_completion(
             )
             for replica_type, spec in asked.items()
         }
-    assert {e.reporting_component for e in events} == {"tfjob-operator"}
+    assert {e.get("reportingComponent") for e in events} == {"tfjob-operator"}
 
 
 def test_the_chart_installed_kubeflows_crd_and_keeps_it(

@@ -272,7 +272,7 @@ def job_namespace(target: Target, name: str) -> TFJobs:
     """A new namespace of `target` whose default ServiceAccount exists, with TFJob helpers."""
     core = client.CoreV1Api(target.api)
     core.create_namespace({"metadata": {"name": name}})
-    jobs = TFJobs(target.api, name)
+    jobs = TFJobs(target.kubeconfig, name)
     jobs.poll(
         name,
         lambda: core.list_namespaced_service_account(name).items,
@@ -287,13 +287,13 @@ def job_namespace(target: Target, name: str) -> TFJobs:
 def jobs(target: Target, request: pytest.FixtureRequest) -> Iterator[TFJobs]:
     tfjobs = job_namespace(target, namespace_name(request.node.name))
     yield tfjobs
-    tfjobs.core.delete_namespace(tfjobs.namespace, propagation_policy="Background")
+    tfjobs.delete_namespace()
 
 
-def pulled_digest(pod: client.V1Pod) -> str:
+def pulled_digest(pod: dict[str, Any]) -> str:
     """The digest of the image the kubelet ran the pod's tensorflow container from."""
-    (status,) = [s for s in pod.status.container_statuses if s.name == "tensorflow"]
-    return str(status.image_id).rsplit("@", 1)[1]
+    (status,) = [s for s in pod["status"]["containerStatuses"] if s["name"] == "tensorflow"]
+    return str(status["imageID"]).rsplit("@", 1)[1]
 
 
 def registry_index(address: str, repository: str, tag: str) -> dict[str, Any]:
@@ -358,9 +358,7 @@ def test_helm_install_from_the_registry_trains_with_pulled_images(
             ]
         }
         assert {pulled_digest(p) for p in pods} <= platform_digests | {trainer["digest"]}
-        log_text = jobs.core.read_namespaced_pod_log(
-            "mnist-worker-0", jobs.namespace, container="tensorflow"
-        )
+        log_text = jobs.log("mnist-worker-0", "tensorflow")
         (result,) = results_in(log_text.splitlines())
         assert result["accuracy"] >= result["accuracy_threshold"]
         # The released client reads the same job and results from outside the cluster.
@@ -402,7 +400,7 @@ def test_upgrade_from_the_previous_release_keeps_running_jobs(
     install(target, previous.chart, previous.version)
     old = previous.image("operator")
     assert_runs_pinned(target, f"{old['reference']}@{old['digest']}")
-    with PodCreations(target.api, namespace, "train") as creations:
+    with PodCreations(target.kubeconfig, namespace, "train") as creations:
         jobs.create(trainer_job("train", release.image("trainer")["reference"], epochs=30))
         jobs.wait_for(
             "train",
@@ -420,7 +418,7 @@ def test_upgrade_from_the_previous_release_keeps_running_jobs(
             120,
         )
         before = {name: jobs.get(name) for name in ("train", "short")}
-        pods_before = {p.metadata.name: p.metadata.uid for p in jobs.pods("train")}
+        pods_before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in jobs.pods("train")}
 
         install(target, release.chart, release.version)
         operator = release.image("operator")
@@ -434,15 +432,17 @@ def test_upgrade_from_the_previous_release_keeps_running_jobs(
             assert job["status"]["startTime"] == before[name]["status"]["startTime"]
         # The pods left are those from before the upgrade (cleanPodPolicy Running may have
         # deleted a worker still running when the chief succeeded), none replaced.
-        finished = {p.metadata.name: p.metadata.uid for p in jobs.pods("train")}
+        finished = {p["metadata"]["name"]: p["metadata"]["uid"] for p in jobs.pods("train")}
         assert set(finished.items()) <= set(pods_before.items())
     assert creations.duplicates() == []
     assert len(creations.added) == 2  # the two workers, once each
     # Reported once: one Event, not counted up by a repeat (events.py aggregates repeats).
-    succeeded = [e.count or 1 for e in jobs.events("train") if e.reason == "TFJobSucceeded"]
+    succeeded = [
+        e.get("count") or 1 for e in jobs.events("train") if e["reason"] == "TFJobSucceeded"
+    ]
     assert succeeded == [1]
     # The new operator runs a job of its own.
     jobs.create(tfjob("after", {"Worker": shell_replica("true")}))
     jobs.wait_state("after", "Succeeded", 120)
     uninstall(target)
-    jobs.core.delete_namespace(namespace, propagation_policy="Background")
+    jobs.delete_namespace()

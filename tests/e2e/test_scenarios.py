@@ -22,13 +22,14 @@ from support.waiting import wait_until
 from tfjob_localcluster.diagnose import describe_pods
 from tfjob_localcluster.images.catalog import TRAINER
 from tfjob_operator.client.results import results_in
+from tfjob_operator.errors import ApiError
 
 TRAINING_TIMEOUT = 420
 
 
 def results(tfjobs: TFJobs, pod: str) -> dict[str, Any]:
     """The trainer's results line from the pod's log, read through the API server."""
-    log = tfjobs.core.read_namespaced_pod_log(pod, tfjobs.namespace, container="tensorflow")
+    log = tfjobs.log(pod, "tensorflow")
     found = results_in(log.splitlines())
     assert len(found) == 1, f"{pod}: expected one results line, log ends:\n{log[-3000:]}"
     return found[0]
@@ -37,10 +38,8 @@ def results(tfjobs: TFJobs, pod: str) -> dict[str, Any]:
 def wait_for_log(tfjobs: TFJobs, pod: str, needle: str, timeout: float = 240) -> None:
     def read() -> str:
         try:
-            log: str = tfjobs.core.read_namespaced_pod_log(
-                pod, tfjobs.namespace, container="tensorflow"
-            )
-        except client.ApiException:
+            log = tfjobs.log(pod, "tensorflow")
+        except ApiError:
             return ""  # not started yet, or replaced
         return log
 
@@ -81,8 +80,9 @@ def test_pss_with_evaluator_succeeds_when_the_chief_finishes(tfjobs: TFJobs) -> 
     tfjobs.wait_pods(
         "mnist-pss",
         lambda pods: (
-            sorted(p.metadata.name for p in pods) == ["mnist-pss-chief-0", "mnist-pss-evaluator-0"]
-            and {p.status.phase for p in pods} == {"Succeeded"}
+            sorted(p["metadata"]["name"] for p in pods)
+            == ["mnist-pss-chief-0", "mnist-pss-evaluator-0"]
+            and {p["status"]["phase"] for p in pods} == {"Succeeded"}
         ),
         "only the chief and the evaluator left, both Succeeded",
     )
@@ -99,11 +99,13 @@ def test_killed_mwms_worker_restarts_the_group_and_resumes(
     job = tfjobs.wait_state("mnist-mwms", "Succeeded", TRAINING_TIMEOUT)
     assert job["status"]["restartCount"] == 1
     assert job["status"]["replicaGenerations"] == {"worker-0": 1, "worker-1": 1}
-    (restart,) = [e for e in tfjobs.events("mnist-mwms") if e.reason == "TFJobRestarting"]
-    assert restart.count in (None, 1)  # reported once, not counted up by a repeat
+    (restart,) = [e for e in tfjobs.events("mnist-mwms") if e["reason"] == "TFJobRestarting"]
+    assert restart.get("count") in (None, 1)  # reported once, not counted up by a repeat
     # The kubelet reports worker 1's SIGKILL (137) and worker 0's exit on losing its peer
     # (42) in either order; one restart of the group covers both.
-    assert re.match(r"worker-1 exited with code 137|worker-0 exited with code 42", restart.message)
+    assert re.match(
+        r"worker-1 exited with code 137|worker-0 exited with code 42", restart["message"]
+    )
     chief = results(tfjobs, "mnist-mwms-worker-0")
     assert chief["initial_epoch"] >= 2, "training must resume from the backup, not from 0"
     assert chief["accuracy"] >= chief["accuracy_threshold"]
@@ -125,10 +127,10 @@ def test_user_error_fails_the_job_and_cleans_up(tfjobs: TFJobs) -> None:
     # The workers, still waiting for the chief, are deleted (cleanPodPolicy Running).
     tfjobs.wait_pods(
         "mnist-mwms",
-        lambda pods: [p.metadata.name for p in pods] == ["mnist-mwms-chief-0"],
+        lambda pods: [p["metadata"]["name"] for p in pods] == ["mnist-mwms-chief-0"],
         "only the failed chief left",
     )
-    log = tfjobs.core.read_namespaced_pod_log("mnist-mwms-chief-0", tfjobs.namespace)
+    log = tfjobs.log("mnist-mwms-chief-0")
     assert "learning rate < 0" in log
 
 
@@ -148,10 +150,10 @@ def test_job_asking_for_too_many_gpus_stays_pending_and_says_why(tfjobs: TFJobs)
     time.sleep(5)
     job = tfjobs.get("mnist-gpu")
     assert job["status"]["state"] == "Created"
-    assert all(p.status.phase == "Pending" for p in tfjobs.pods("mnist-gpu"))
-    unschedulable = [e for e in tfjobs.events("mnist-gpu") if e.reason == "Unschedulable"]
+    assert all(p["status"]["phase"] == "Pending" for p in tfjobs.pods("mnist-gpu"))
+    unschedulable = [e for e in tfjobs.events("mnist-gpu") if e["reason"] == "Unschedulable"]
     assert len(unschedulable) == 1
-    assert unschedulable[0].type == "Warning"
+    assert unschedulable[0]["type"] == "Warning"
 
 
 @pytest.mark.local_gpus
@@ -168,7 +170,7 @@ def test_gpus_given_to_a_trainer_without_cuda_fail_it_at_start_saying_why(
     tfjobs.create(job)
     failed = tfjobs.wait_state("mnist-gpu", "Failed", 180)
     assert "exited with code 2" in condition(failed, "Failed")["message"]
-    log = tfjobs.core.read_namespaced_pod_log("mnist-gpu-worker-0", tfjobs.namespace)
+    log = tfjobs.log("mnist-gpu-worker-0")
     assert (
         "tfjob-train: invalid configuration: the pod was given 1 GPU(s) but TensorFlow sees "
         "none: this image has no CUDA libraries"
@@ -181,7 +183,7 @@ def test_operator_restart_mid_training_creates_no_duplicates(
 ) -> None:
     """6. The operator killed and restarted while the job trains: it finishes, once."""
     job = set_args(example("mnist-mwms.yaml"), ["--epochs", "20"])
-    with PodCreations(backend.api_client, tfjobs.namespace, "mnist-mwms") as creations:
+    with PodCreations(backend.kubeconfig, tfjobs.namespace, "mnist-mwms") as creations:
         tfjobs.create(job)
         wait_for_log(tfjobs, "mnist-mwms-worker-0", "epoch 2/20")
         backend.kill_operator()
@@ -224,13 +226,15 @@ def test_worker_over_its_memory_limit_is_oom_killed_and_retried(tfjobs: TFJobs) 
     tfjobs.create(job)
     finished = tfjobs.wait_state("mnist-mwms", "Succeeded", TRAINING_TIMEOUT)
     assert finished["status"]["restartCount"] == 1
-    (restart,) = [e for e in tfjobs.events("mnist-mwms") if e.reason == "TFJobRestarting"]
-    assert restart.count in (None, 1)  # reported once, not counted up by a repeat
-    assert "worker-1 exited with code 137 (OOMKilled)" in restart.message
+    (restart,) = [e for e in tfjobs.events("mnist-mwms") if e["reason"] == "TFJobRestarting"]
+    assert restart.get("count") in (None, 1)  # reported once, not counted up by a repeat
+    assert "worker-1 exited with code 137 (OOMKilled)" in restart["message"]
     assert results(tfjobs, "mnist-mwms-worker-0")["accuracy"] >= 0.9
 
 
-def test_a_peer_that_never_starts_is_diagnosed_within_a_minute(tfjobs: TFJobs) -> None:
+def test_a_peer_that_never_starts_is_diagnosed_within_a_minute(
+    backend: Backend, tfjobs: TFJobs
+) -> None:
     """9. Worker 1 can never be scheduled: worker 0 waits in the strategy's setup, says
     for which peer and why, and the diagnosis the demo prints shows both replicas."""
     job = example("mnist-mwms.yaml")
@@ -242,7 +246,7 @@ def test_a_peer_that_never_starts_is_diagnosed_within_a_minute(tfjobs: TFJobs) -
     started = time.monotonic()
     wait_for_log(tfjobs, "mnist-mwms-worker-0", "still waiting for its peers", timeout=60)
     assert time.monotonic() - started < 60
-    report = describe_pods(tfjobs.core, tfjobs.namespace)
+    report = describe_pods(client.CoreV1Api(backend.api_client), tfjobs.namespace)
     assert "pod/mnist-mwms-chief-0: Pending (not scheduled: Unschedulable" in report
     assert "pod/mnist-mwms-worker-0: Running" in report
     waiting = next(line for line in report.splitlines() if "still waiting" in line)
@@ -270,5 +274,5 @@ def test_two_workers_of_two_devices_each_train_four_replicas_in_sync(tfjobs: TFJ
         ]
         assert result["accuracy"] >= result["accuracy_threshold"]
     assert found[0]["accuracy"] == found[1]["accuracy"]
-    log = tfjobs.core.read_namespaced_pod_log("mnist-mwms-worker-1", tfjobs.namespace)
+    log = tfjobs.log("mnist-mwms-worker-1")
     assert "devices: /cpu:0, /cpu:1" in log

@@ -127,14 +127,13 @@ def test_a_job_on_a_claim_with_its_tensorboard(
     )
     board = running["status"]["tensorboard"]
     assert board["url"] == f"http://{NAME}-tensorboard.{tfjobs.namespace}.svc:6006/"
-    claim = tfjobs.core.read_namespaced_persistent_volume_claim("tfjob-data", tfjobs.namespace)
+    core = client.CoreV1Api(backend.api_client)
+    claim = core.read_namespaced_persistent_volume_claim("tfjob-data", tfjobs.namespace)
     assert claim.status.phase == "Bound"
     assert claim.spec.storage_class_name == "standard", "the default StorageClass"
 
     # The address in the status serves TensorBoard inside the cluster.
-    assert "<title>TensorBoard</title>" in served_in_cluster(
-        tfjobs.core, tfjobs.namespace, board["url"]
-    )
+    assert "<title>TensorBoard</title>" in served_in_cluster(core, tfjobs.namespace, board["url"])
 
     client_ = TFJobClient(tfjobs.namespace, kubeconfig=backend.kubeconfig)
     with client_.tensorboard(NAME) as forward, chromium(tmp_path / "browser") as driver:
@@ -184,7 +183,7 @@ def test_a_job_on_a_claim_with_its_tensorboard(
         cli.terminate()
 
     # ttlSecondsAfterFinished later, the TensorBoard is gone and the status says nothing of it.
-    apps = client.AppsV1Api(tfjobs.core.api_client)
+    apps = client.AppsV1Api(backend.api_client)
     gone = tfjobs.wait_for(
         NAME,
         lambda j: "tensorboard" not in (j.get("status") or {}),
@@ -193,10 +192,8 @@ def test_a_job_on_a_claim_with_its_tensorboard(
     )
     assert gone["status"]["state"] == "Succeeded"
     names = [d.metadata.name for d in apps.list_namespaced_deployment(tfjobs.namespace).items]
-    services = [
-        s.metadata.name for s in tfjobs.core.list_namespaced_service(tfjobs.namespace).items
-    ]
+    services = [s.metadata.name for s in core.list_namespaced_service(tfjobs.namespace).items]
     assert f"{NAME}-tensorboard" not in names + services
-    reasons = [e.reason for e in tfjobs.core.list_namespaced_event(tfjobs.namespace).items]
+    reasons = [e.reason for e in core.list_namespaced_event(tfjobs.namespace).items]
     assert reasons.count("TensorBoardCreated") == 1
     assert reasons.count("TensorBoardRemoved") == 1

@@ -28,27 +28,27 @@ def test_chief_success_completes_and_deletes_running_workers(tfjobs: TFJobs) -> 
     running = tfjobs.wait_state("chief-ok", "Running", 60)
     assert running["status"]["replicaStatuses"]["Worker"]["active"] == 2
     services = tfjobs.services("chief-ok")
-    assert [s.metadata.name for s in services] == [
+    assert [s["metadata"]["name"] for s in services] == [
         "chief-ok-chief-0",
         "chief-ok-worker-0",
         "chief-ok-worker-1",
     ]
-    assert all(s.spec.cluster_ip == "None" for s in services)
+    assert all(s["spec"]["clusterIP"] == "None" for s in services)
     job = tfjobs.wait_state("chief-ok", "Succeeded", 60)
     assert job["status"]["completionTime"]
     assert condition(job, "Succeeded")["reason"] == "TFJobSucceeded"
     # cleanPodPolicy Running (the default) deletes the workers that never exit.
     pods = tfjobs.wait_pods("chief-ok", lambda p: len(p) == 1, "only the chief's pod left")
-    assert pods[0].metadata.name == "chief-ok-chief-0"
-    assert pods[0].status.phase == "Succeeded"
+    assert pods[0]["metadata"]["name"] == "chief-ok-chief-0"
+    assert pods[0]["status"]["phase"] == "Succeeded"
     events = tfjobs.wait_events(
         "chief-ok", ["SuccessfulCreatePod", "SuccessfulDeletePod", "TFJobSucceeded"]
     )
-    created = [e.message for e in events if e.reason == "SuccessfulCreatePod"]
+    created = [e["message"] for e in events if e["reason"] == "SuccessfulCreatePod"]
     assert created == ["Created pods chief-ok-chief-0, chief-ok-worker-0, chief-ok-worker-1"]
-    deleted = [e.message for e in events if e.reason == "SuccessfulDeletePod"]
+    deleted = [e["message"] for e in events if e["reason"] == "SuccessfulDeletePod"]
     assert deleted == ["Deleted pods chief-ok-worker-0, chief-ok-worker-1: cleanPodPolicy Running"]
-    assert "TFJobSucceeded" in [e.reason for e in events]
+    assert "TFJobSucceeded" in [e["reason"] for e in events]
 
 
 def test_worker_zero_decides_success_without_a_chief(tfjobs: TFJobs) -> None:
@@ -78,7 +78,7 @@ def test_all_workers_policy_waits_for_every_worker(tfjobs: TFJobs) -> None:
 
 def test_exit_code_retryable_failure_restarts_the_group(tfjobs: TFJobs) -> None:
     """A MultiWorkerMirroredStrategy-shaped job: one worker dies, all restart together."""
-    with PodCreations(tfjobs.core.api_client, tfjobs.namespace, "group") as creations:
+    with PodCreations(tfjobs.kubeconfig, tfjobs.namespace, "group") as creations:
         tfjobs.create(
             tfjob(
                 "group",
@@ -100,10 +100,10 @@ def test_exit_code_retryable_failure_restarts_the_group(tfjobs: TFJobs) -> None:
     assert job["status"]["restartCount"] == 1
     assert job["status"]["replicaGenerations"] == {"chief-0": 1, "worker-0": 1, "worker-1": 1}
     assert condition(job, "Restarting")["status"] == "False"
-    (restart,) = [e for e in tfjobs.events("group") if e.reason == "TFJobRestarting"]
-    assert restart.count in (None, 1)  # reported once, not counted up by a repeat
-    assert "worker-1 exited with code 137" in restart.message
-    assert "restarting chief-0, worker-0, worker-1" in restart.message
+    (restart,) = [e for e in tfjobs.events("group") if e["reason"] == "TFJobRestarting"]
+    assert restart.get("count") in (None, 1)  # reported once, not counted up by a repeat
+    assert "worker-1 exited with code 137" in restart["message"]
+    assert "restarting chief-0, worker-0, worker-1" in restart["message"]
     created = sorted((name, generation) for name, generation, _ in creations.added)
     assert created == [
         ("group-chief-0", "0"),
@@ -132,7 +132,7 @@ def test_exit_code_permanent_failure_fails_the_job(tfjobs: TFJobs) -> None:
     assert job["status"]["restartCount"] == 0
     # cleanPodPolicy Running: the chief that was still running is deleted.
     pods = tfjobs.wait_pods("perm", lambda p: len(p) == 1, "the chief deleted")
-    assert pods[0].metadata.name == "perm-worker-0"
+    assert pods[0]["metadata"]["name"] == "perm-worker-0"
     tfjobs.wait_events("perm", ["ReplicaFailed"])
 
 
@@ -164,15 +164,15 @@ def test_evicted_pod_is_restarted_even_under_never(tfjobs: TFJobs) -> None:
     tfjobs.create(tfjob("evict", {"Worker": worker}))
     job = tfjobs.wait_state("evict", "Succeeded", 120)
     assert job["status"]["restartCount"] == 1
-    (restart,) = [e for e in tfjobs.events("evict") if e.reason == "TFJobRestarting"]
-    assert restart.count in (None, 1)  # reported once, not counted up by a repeat
-    assert "worker-1 was disrupted (Evicted)" in restart.message
-    assert "exceeds the limit" in restart.message
-    assert "restarting worker-0, worker-1" in restart.message
+    (restart,) = [e for e in tfjobs.events("evict") if e["reason"] == "TFJobRestarting"]
+    assert restart.get("count") in (None, 1)  # reported once, not counted up by a repeat
+    assert "worker-1 was disrupted (Evicted)" in restart["message"]
+    assert "exceeds the limit" in restart["message"]
+    assert "restarting worker-0, worker-1" in restart["message"]
 
 
 def test_ps_job_restarts_a_failed_worker_alone(tfjobs: TFJobs) -> None:
-    with PodCreations(tfjobs.core.api_client, tfjobs.namespace, "psjob") as creations:
+    with PodCreations(tfjobs.kubeconfig, tfjobs.namespace, "psjob") as creations:
         tfjobs.create(
             tfjob(
                 "psjob",
@@ -206,7 +206,7 @@ def test_ps_job_restarts_a_failed_worker_alone(tfjobs: TFJobs) -> None:
         ("psjob-worker-1", "0"),
         ("psjob-worker-1", "1"),
     ], "only worker 1 is replaced; the chief, the ps and worker 0 keep running"
-    phases = {p.metadata.name: p.status.phase for p in tfjobs.pods("psjob")}
+    phases = {p["metadata"]["name"]: p["status"]["phase"] for p in tfjobs.pods("psjob")}
     for name in ("psjob-chief-0", "psjob-ps-0", "psjob-worker-0"):
         assert phases[name] == "Running", f"{name} must keep running"
 
@@ -257,13 +257,16 @@ def test_clean_pod_policy(tfjobs: TFJobs, policy: str, left: list[str]) -> None:
     pods = tfjobs.wait_pods(
         name,
         lambda pods: (
-            sorted(p.metadata.name for p in pods if not p.metadata.deletion_timestamp) == expected
-            and all(not p.metadata.deletion_timestamp for p in pods)
+            sorted(
+                p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")
+            )
+            == expected
+            and all(not p["metadata"].get("deletionTimestamp") for p in pods)
         ),
         f"pods left: {expected}",
     )
-    assert sorted(p.metadata.name for p in pods) == expected
-    services = [s.metadata.name for s in tfjobs.services(name)]
+    assert sorted(p["metadata"]["name"] for p in pods) == expected
+    services = [s["metadata"]["name"] for s in tfjobs.services(name)]
     if policy == "All":
         assert tfjobs.wait_for(name, lambda _: not tfjobs.services(name), "services deleted")
     elif policy == "None":
@@ -299,12 +302,12 @@ def test_succeeded_pod_deleted_later_is_not_recreated(tfjobs: TFJobs) -> None:
     tfjobs.wait_for(
         "keep", lambda j: (j.get("status") or {}).get("succeededReplicas") == 1, "worker 1 done"
     )
-    tfjobs.core.delete_namespaced_pod("keep-worker-1", tfjobs.namespace)
+    tfjobs.delete_pod("keep-worker-1")
     tfjobs.wait_pods(
-        "keep", lambda p: [x.metadata.name for x in p] == ["keep-worker-0"], "worker 1 gone"
+        "keep", lambda p: [x["metadata"]["name"] for x in p] == ["keep-worker-0"], "worker 1 gone"
     )
     time.sleep(3)
-    assert [p.metadata.name for p in tfjobs.pods("keep")] == ["keep-worker-0"]
+    assert [p["metadata"]["name"] for p in tfjobs.pods("keep")] == ["keep-worker-0"]
     assert tfjobs.get("keep")["status"]["restartCount"] == 0
 
 
@@ -324,24 +327,27 @@ def test_replica_count_change_rerenders_tf_config(tfjobs: TFJobs) -> None:
         "scale",
         lambda p: (
             len(p) == 3
-            and all(x.status.phase == "Running" and not x.metadata.deletion_timestamp for x in p)
+            and all(
+                x["status"]["phase"] == "Running" and not x["metadata"].get("deletionTimestamp")
+                for x in p
+            )
         ),
         "three running workers",
     )
     for pod in pods:
-        env = {e.name: e.value for e in pod.spec.containers[0].env}
+        env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
         assert '"worker":["scale-worker-0.' in env["TF_CONFIG"]
         assert "scale-worker-2." in env["TF_CONFIG"]
     job = tfjobs.wait_state("scale", "Running", 30)
     assert job["status"]["restartCount"] == 0
     events = tfjobs.wait_events("scale", ["ReplicasChanged"])
-    assert [e.reason for e in events].count("ReplicasChanged") == 1
+    assert [e["reason"] for e in events].count("ReplicasChanged") == 1
 
 
 def test_operator_killed_mid_job_recovers_without_duplicates(
     tfjobs: TFJobs, operator: OperatorProcess
 ) -> None:
-    with PodCreations(tfjobs.core.api_client, tfjobs.namespace, "crash") as creations:
+    with PodCreations(tfjobs.kubeconfig, tfjobs.namespace, "crash") as creations:
         tfjobs.create(
             tfjob(
                 "crash",

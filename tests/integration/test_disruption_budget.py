@@ -74,7 +74,7 @@ def test_a_drain_waits_for_a_running_job_that_asks_for_a_budget(
         "drained",
         ["SuccessfulCreatePodDisruptionBudget", "SuccessfulDeletePodDisruptionBudget"],
     )
-    deleted = [e.message for e in events if e.reason == "SuccessfulDeletePodDisruptionBudget"]
+    deleted = [e["message"] for e in events if e["reason"] == "SuccessfulDeletePodDisruptionBudget"]
     assert deleted == ["Deleted PodDisruptionBudget drained-training: the TFJob is suspended"]
 
 

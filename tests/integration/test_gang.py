@@ -203,17 +203,17 @@ def test_a_gang_that_does_not_fit_starts_no_pod_until_all_of_it_fits(
     pods = tfjobs.pods("gang")
     assert len(pods) == 2
     for pod in pods:
-        assert pod.spec.scheduler_name == scheduler
+        assert pod["spec"]["schedulerName"] == scheduler
     # Long enough for Coscheduling's permit wait (10 s) to pass once: no pod is ever bound.
     watched_until = time.monotonic() + 12
     while time.monotonic() < watched_until:
-        bound = [p.metadata.name for p in tfjobs.pods("gang") if p.spec.node_name]
+        bound = [p["metadata"]["name"] for p in tfjobs.pods("gang") if p["spec"].get("nodeName")]
         assert bound == [], f"pods of an incomplete gang were bound: {bound}"
         time.sleep(0.5)
 
     core.delete_namespaced_pod("blocker", tfjobs.namespace, grace_period_seconds=0)
     tfjobs.wait_state("gang", "Running", 120)
-    assert all(p.spec.node_name for p in tfjobs.pods("gang"))
+    assert all(p["spec"].get("nodeName") for p in tfjobs.pods("gang"))
 
     kubectl("exec", "-n", tfjobs.namespace, "gang-worker-0", "--", "touch", "/done")
     tfjobs.wait_state("gang", "Succeeded", 60)
@@ -236,14 +236,7 @@ def test_suspending_a_gang_deletes_its_pod_group_and_resuming_creates_it_again(
     assert pod_group(k8s_client, PLUGINS_GROUP, tfjobs.namespace, "pausing") is None
 
     def suspend(value: bool) -> None:
-        tfjobs.custom.patch_namespaced_custom_object(
-            tfjobs.group,
-            "v1",
-            tfjobs.namespace,
-            "tfjobs",
-            "pausing",
-            {"spec": {"runPolicy": {"suspend": value}}},
-        )
+        tfjobs.patch_spec("pausing", {"runPolicy": {"suspend": value}})
 
     suspend(False)
     tfjobs.wait_state("pausing", "Running", 90)
@@ -327,9 +320,9 @@ def test_a_volcano_gang_runs_in_its_queue_with_volcanos_pod_group_and_task_count
         "3 pods",
         60,
     )
-    tasks = sorted(p.metadata.annotations["volcano.sh/task-spec"] for p in pods)
+    tasks = sorted(p["metadata"]["annotations"]["volcano.sh/task-spec"] for p in pods)
     assert tasks == ["ps", "worker", "worker"]
     for pod in pods:
-        assert pod.spec.scheduler_name == "volcano"
-        assert pod.metadata.annotations["scheduling.k8s.io/group-name"] == "volcanic"
+        assert pod["spec"]["schedulerName"] == "volcano"
+        assert pod["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "volcanic"
     tfjobs.wait_state("volcanic", "Running", 90)

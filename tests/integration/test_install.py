@@ -157,9 +157,9 @@ def test_installed_operator_runs_a_tfjob_under_the_chart_identity(
     kubectl: Any,
     release_namespace: str,
     namespace: str,
-    k8s_client: Any,
     tfjob_crd: Path,
     session_operator_stopped: None,
+    kubeconfig: str,
 ) -> None:
     helm(
         "install", RELEASE, str(CHART), "--namespace", release_namespace, "--wait", "--timeout=120s"
@@ -178,7 +178,7 @@ def test_installed_operator_runs_a_tfjob_under_the_chart_identity(
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.splitlines()[0] == "65532"
     assert "Read-only file system" in probe.stdout
-    tfjobs = TFJobs(k8s_client, namespace)
+    tfjobs = TFJobs(kubeconfig, namespace)
     tfjobs.create(
         tfjob(
             "installed",
@@ -188,7 +188,7 @@ def test_installed_operator_runs_a_tfjob_under_the_chart_identity(
     job = tfjobs.wait_state("installed", "Succeeded", 120)
     assert job["status"]["replicaStatuses"]["Chief"]["succeeded"] == 1
     tfjobs.wait_pods("installed", lambda p: len(p) == 1, "workers cleaned up")
-    reporters = {e.reporting_component for e in tfjobs.events("installed")}
+    reporters = {e.get("reportingComponent") for e in tfjobs.events("installed")}
     assert reporters == {"tfjob-operator"}
 
 
@@ -299,7 +299,7 @@ def test_metrics_are_served_over_https_to_a_reader_only(
 
 
 def test_the_chart_runs_a_leader_and_a_standby_and_a_deleted_leaders_jobs_go_on(
-    kubectl: Any, release_namespace: str, namespace: str, k8s_client: Any
+    kubectl: Any, release_namespace: str, namespace: str, kubeconfig: str
 ) -> None:
     """Two operators, one named by the Lease; `kubectl delete pod` of the leader: it gives
     the Lease up as it stops, the standby takes it at once, and a running job goes on."""
@@ -313,7 +313,7 @@ def test_the_chart_runs_a_leader_and_a_standby_and_a_deleted_leaders_jobs_go_on(
         kubectl("get", "pdb", RELEASE, "-n", release_namespace, "-o", "json").stdout
     )
     assert budget["spec"]["minAvailable"] == 1
-    tfjobs = TFJobs(k8s_client, namespace)
+    tfjobs = TFJobs(kubeconfig, namespace)
     tfjobs.create(tfjob("through", {"Worker": shell_replica("sleep 15", 2)}))
     tfjobs.wait_state("through", "Running", 60)
     deleted = time.monotonic()
@@ -430,8 +430,8 @@ def test_helm_upgrade_to_a_namespaced_install_runs_tfjobs_with_roles_only(
     kubectl: Any,
     release_namespace: str,
     namespace: str,
-    k8s_client: Any,
     session_operator_stopped: None,
+    kubeconfig: str,
 ) -> None:
     """Changed values roll the operators; watchNamespaces swaps the ClusterRole for Roles."""
     before = {p["metadata"]["uid"] for p in _operator_pods(kubectl, release_namespace, REPLICAS)}
@@ -459,11 +459,13 @@ def test_helm_upgrade_to_a_namespaced_install_runs_tfjobs_with_roles_only(
     denied = kubectl("auth", "can-i", "create", "pods", "-A", account, check=False)
     assert denied.stdout.strip() == "no"
 
-    tfjobs = TFJobs(k8s_client, namespace)
+    tfjobs = TFJobs(kubeconfig, namespace)
     tfjobs.create(tfjob("namespaced", {"Worker": shell_replica("sleep 1", 2)}))
     job = tfjobs.wait_state("namespaced", "Succeeded", 120)
     worker = tfjobs.pods("namespaced")[0]
-    config = next(e.value for e in worker.spec.containers[0].env if e.name == "TF_CONFIG")
+    config = next(
+        e["value"] for e in worker["spec"]["containers"][0]["env"] if e["name"] == "TF_CONFIG"
+    )
     assert f"namespaced-worker-1.{namespace}.svc.cluster.local:2222" in config
     assert job["status"]["replicaStatuses"]["Worker"]["succeeded"] >= 1
 

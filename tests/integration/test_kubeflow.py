@@ -13,7 +13,6 @@ import time
 from typing import Any
 
 import pytest
-from kubernetes import client
 from support.builders import SHELL_IMAGE, shell_replica, tfjob
 from support.cluster import Kubectl
 from support.fixtures import INVALID_POD_GRACE_SECONDS
@@ -21,6 +20,7 @@ from support.rejected_tfjobs import POD_API, REJECTED, Rejected
 from support.tfjobs import TFJobs, condition, find_condition
 
 from harness.operator_process import OperatorProcess
+from tfjob_operator.errors import ApiError
 
 KUBEFLOW = "kubeflow.org"
 POD_API_CASES = [case for case in REJECTED if case.server_only == POD_API]
@@ -57,11 +57,11 @@ def test_a_kubeflow_tfjob_gets_kubeflows_labels_owner_and_status(
     )
     assert running["status"]["startTime"]
 
-    pods = {p.metadata.name: p for p in kubeflow_jobs.pods("mnist")}
-    services = {s.metadata.name: s for s in kubeflow_jobs.services("mnist")}
+    pods = {p["metadata"]["name"]: p for p in kubeflow_jobs.pods("mnist")}
+    services = {s["metadata"]["name"]: s for s in kubeflow_jobs.services("mnist")}
     assert sorted(pods) == sorted(services) == ["mnist-ps-0", "mnist-worker-0", "mnist-worker-1"]
     for name, child in [*pods.items(), *services.items()]:
-        labels = child.metadata.labels
+        labels = child["metadata"]["labels"]
         replica_type, index = name.split("-")[1:]
         assert labels["training.kubeflow.org/operator-name"] == "tfjob-controller"
         assert labels["training.kubeflow.org/job-name"] == "mnist"
@@ -71,14 +71,19 @@ def test_a_kubeflow_tfjob_gets_kubeflows_labels_owner_and_status(
         assert labels.get("training.kubeflow.org/job-role") == (
             "master" if name == "mnist-worker-0" else None
         )
-        (owner,) = child.metadata.owner_references
-        assert (owner.api_version, owner.kind, owner.name) == ("kubeflow.org/v1", "TFJob", "mnist")
-        assert owner.uid == running["metadata"]["uid"]
-        assert owner.controller
-    selected = kubeflow_jobs.core.list_namespaced_pod(
-        kubeflow_jobs.namespace, label_selector=statuses["Worker"]["selector"]
-    ).items
-    assert sorted(p.metadata.name for p in selected) == ["mnist-worker-0", "mnist-worker-1"]
+        (owner,) = child["metadata"]["ownerReferences"]
+        assert (owner["apiVersion"], owner["kind"], owner["name"]) == (
+            "kubeflow.org/v1",
+            "TFJob",
+            "mnist",
+        )
+        assert owner["uid"] == running["metadata"]["uid"]
+        assert owner["controller"]
+    selected = kubeflow_jobs.rest.get(
+        f"/api/v1/namespaces/{kubeflow_jobs.namespace}/pods",
+        {"labelSelector": statuses["Worker"]["selector"]},
+    )["items"]
+    assert sorted(p["metadata"]["name"] for p in selected) == ["mnist-worker-0", "mnist-worker-1"]
 
     kubectl("exec", "-n", kubeflow_jobs.namespace, "mnist-worker-0", "--", "touch", "/done")
     done = kubeflow_jobs.wait_state("mnist", "Succeeded", 60)
@@ -86,13 +91,13 @@ def test_a_kubeflow_tfjob_gets_kubeflows_labels_owner_and_status(
     assert condition(done, "Created")["reason"] == "TFJobCreated"
     assert done["status"]["completionTime"]
     events = kubeflow_jobs.wait_events("mnist", ["SuccessfulCreatePod", "TFJobSucceeded"])
-    assert {e.involved_object.api_version for e in events} == {"kubeflow.org/v1"}
+    assert {e["involvedObject"]["apiVersion"] for e in events} == {"kubeflow.org/v1"}
 
 
 def test_jobs_another_controller_manages_are_left_alone(
-    kubeflow_jobs: TFJobs, k8s_client: Any
+    kubeflow_jobs: TFJobs,
 ) -> None:
-    ours = TFJobs(k8s_client, kubeflow_jobs.namespace)
+    ours = TFJobs(kubeflow_jobs.kubeconfig, kubeflow_jobs.namespace)
     others = [
         (kubeflow_jobs, "kubeflows", "kubeflow.org/training-operator"),
         (kubeflow_jobs, "multikueue", "kueue.x-k8s.io/multikueue"),
@@ -156,12 +161,12 @@ def test_managed_by_is_immutable(kubeflow_operator: OperatorProcess, kubectl: Ku
 
 
 def test_a_name_taken_in_the_other_group_fails_the_younger_job(
-    kubeflow_jobs: TFJobs, k8s_client: Any
+    kubeflow_jobs: TFJobs,
 ) -> None:
-    ours = TFJobs(k8s_client, kubeflow_jobs.namespace)
+    ours = TFJobs(kubeflow_jobs.kubeconfig, kubeflow_jobs.namespace)
     ours.create(tfjob("twin", {"Worker": shell_replica(SLEEP, 2)}))
     ours.wait_state("twin", "Running", 60)
-    before = {p.metadata.name: p.metadata.uid for p in ours.pods("twin")}
+    before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in ours.pods("twin")}
 
     kubeflow_jobs.create(kubeflow_tfjob("twin", {"Worker": shell_replica(SLEEP, 3)}))
     failed = kubeflow_jobs.wait_state("twin", "Failed", 30)
@@ -171,11 +176,11 @@ def test_a_name_taken_in_the_other_group_fails_the_younger_job(
     assert "has the same name" in reason["message"]
 
     # The older job keeps its pods, and the younger one created none.
-    assert {p.metadata.name: p.metadata.uid for p in ours.pods("twin")} == before
+    assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in ours.pods("twin")} == before
     assert ours.get("twin")["status"]["state"] == "Running"
     kubeflow_uid = failed["metadata"]["uid"]
     children = [*ours.pods("twin"), *ours.services("twin")]
-    assert all(c.metadata.owner_references[0].uid != kubeflow_uid for c in children)
+    assert all(c["metadata"]["ownerReferences"][0]["uid"] != kubeflow_uid for c in children)
 
 
 def test_the_kubeflow_crd_rejects_bad_input_like_ours(
@@ -193,7 +198,7 @@ def test_a_kubeflow_job_is_deleted_with_its_children(kubeflow_jobs: TFJobs) -> N
     kubeflow_jobs.wait_state("short", "Running", 60)
     kubeflow_jobs.delete("short", propagation="Foreground")
     kubeflow_jobs.wait_gone("short", 60)
-    with pytest.raises(client.ApiException) as gone:
+    with pytest.raises(ApiError) as gone:
         kubeflow_jobs.get("short")
     assert gone.value.status == 404
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from support.cluster import Kubectl
@@ -50,9 +49,9 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 @pytest.fixture
-def dev_jobs(kubeflow_operator: OperatorProcess, k8s_client: Any, namespace: str) -> TFJobs:
+def dev_jobs(kubeflow_operator: OperatorProcess, namespace: str, kubeconfig: str) -> TFJobs:
     """tfjob.dev/v1 TFJob helpers, run by the module's operator (it serves both groups)."""
-    return TFJobs(k8s_client, namespace)
+    return TFJobs(kubeconfig, namespace)
 
 
 @pytest.fixture(params=["kubeflow.org/v1", "tfjob.dev/v1"])
@@ -76,13 +75,13 @@ def test_queued_jobs_run_one_after_the_other_within_the_quota(
     assert not suspended(first), "no webhook suspends it: the operator holds its pods back"
     jobs.wait_state("first", "Running", 60)
     (pod,) = jobs.pods("first")
-    assert pod.spec.node_selector == {POOL_LABEL: "queued"}
-    assert any(t.key == "tfjob.dev/queued" for t in pod.spec.tolerations or [])
-    assert pod.metadata.labels["kueue.x-k8s.io/podset"] == "worker"
+    assert pod["spec"]["nodeSelector"] == {POOL_LABEL: "queued"}
+    assert any(t["key"] == "tfjob.dev/queued" for t in pod["spec"].get("tolerations") or [])
+    assert pod["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "worker"
     workload = workload_of(kubectl, jobs.namespace, first["metadata"]["uid"])
     assert workload is not None
     assert made_by_operator(workload)
-    assert pod.metadata.annotations["kueue.x-k8s.io/workload"] == workload["metadata"]["name"]
+    assert pod["metadata"]["annotations"]["kueue.x-k8s.io/workload"] == workload["metadata"]["name"]
     assert workload["spec"]["queueName"] == queue
     assert [(s["name"], s["count"]) for s in workload["spec"]["podSets"]] == [("worker", 1)]
     assert workload_condition(workload, "Admitted") == "True"
@@ -280,10 +279,10 @@ def test_a_replicas_topology_request_reaches_the_workload_and_kueues_assignment_
     assert len(pods) == 2
     for pod in pods:
         # Created held by Kueue's gate; Kueue lifted it and put the pod on its domain.
-        assert not pod.spec.scheduling_gates
-        assert pod.spec.node_selector[POOL_LABEL] == "queued"
-        assert pod.spec.node_selector[HOSTNAME_LABEL] == local_cluster.node_name
-        assert pod.spec.node_name == local_cluster.node_name
+        assert not pod["spec"].get("schedulingGates")
+        assert pod["spec"]["nodeSelector"][POOL_LABEL] == "queued"
+        assert pod["spec"]["nodeSelector"][HOSTNAME_LABEL] == local_cluster.node_name
+        assert pod["spec"].get("nodeName") == local_cluster.node_name
     done(kubectl, kubeflow_jobs, "placed-worker-0")
     done(kubectl, kubeflow_jobs, "placed-worker-1")
     kubeflow_jobs.wait_state("placed", "Succeeded", 60)

@@ -77,7 +77,10 @@ def leading(process: OperatorProcess) -> float:
 
 
 def test_one_candidate_leads_and_the_standby_is_ready_and_writes_nothing(
-    candidates: list[OperatorProcess], kubectl: Kubectl, namespace: str, k8s_client: Any
+    candidates: list[OperatorProcess],
+    kubectl: Kubectl,
+    namespace: str,
+    kubeconfig: str,
 ) -> None:
     leader, standby = candidates
     assert holder(kubectl, namespace)["holderIdentity"] == "operator-a"
@@ -88,7 +91,7 @@ def test_one_candidate_leads_and_the_standby_is_ready_and_writes_nothing(
     )["items"]  # fmt: skip
     assert [e["reason"] for e in events] == ["LeaderElection"]
     assert events[0]["message"].startswith("operator-a became leader")
-    jobs = TFJobs(k8s_client, namespace)
+    jobs = TFJobs(kubeconfig, namespace)
     jobs.create(tfjob("led", {"Worker": shell_replica("sleep 1", 2)}))
     jobs.wait_state("led", "Succeeded", 60)
     created = counters(standby.metrics(), "tfjob_operator_pods_created")
@@ -96,10 +99,13 @@ def test_one_candidate_leads_and_the_standby_is_ready_and_writes_nothing(
 
 
 def test_a_killed_leaders_jobs_go_on_under_the_standby_within_the_lease(
-    candidates: list[OperatorProcess], kubectl: Kubectl, namespace: str, k8s_client: Any
+    candidates: list[OperatorProcess],
+    kubectl: Kubectl,
+    namespace: str,
+    kubeconfig: str,
 ) -> None:
     leader, standby = candidates
-    jobs = TFJobs(k8s_client, namespace)
+    jobs = TFJobs(kubeconfig, namespace)
     jobs.create(tfjob("through", {"Worker": shell_replica("sleep 25", 2)}))
     jobs.wait_state("through", "Running", 60)
     leader.kill()
@@ -112,7 +118,10 @@ def test_a_killed_leaders_jobs_go_on_under_the_standby_within_the_lease(
 
 
 def test_a_leader_paused_past_its_lease_stops_writing_and_exits_when_it_wakes(
-    candidates: list[OperatorProcess], kubectl: Kubectl, namespace: str, k8s_client: Any
+    candidates: list[OperatorProcess],
+    kubectl: Kubectl,
+    namespace: str,
+    kubeconfig: str,
 ) -> None:
     leader, _standby = candidates
     paused = leader.process.popen
@@ -120,7 +129,7 @@ def test_a_leader_paused_past_its_lease_stops_writing_and_exits_when_it_wakes(
     paused.send_signal(signal.SIGSTOP)
     try:
         wait_holder(kubectl, namespace, "operator-b", LEASE_SECONDS + 10)
-        jobs = TFJobs(k8s_client, namespace)
+        jobs = TFJobs(kubeconfig, namespace)
         jobs.create(tfjob("meanwhile", {"Worker": shell_replica("sleep 1")}))
         jobs.wait_state("meanwhile", "Succeeded", 60)
     finally:

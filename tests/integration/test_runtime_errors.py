@@ -14,7 +14,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubernetes import client
 from support.builders import shell_replica, tfjob
 from support.cluster import Kubectl
 from support.fixtures import INVALID_POD_GRACE_SECONDS
@@ -46,11 +45,11 @@ def reported_after_the_kubelet(
     """The job once its Running condition gives one of `reasons`, which must be within
     REPORTED_WITHIN of the kubelet first reporting one of them in the pod's status."""
 
-    def waiting(pods: list[client.V1Pod]) -> bool:
+    def waiting(pods: list[dict[str, Any]]) -> bool:
         return any(
-            c.state and c.state.waiting and c.state.waiting.reason in reasons
+            (c.get("state") or {}).get("waiting", {}).get("reason") in reasons
             for pod in pods
-            for c in pod.status.container_statuses or []
+            for c in (pod.get("status") or {}).get("containerStatuses") or []
         )
 
     tfjobs.wait_pods(
@@ -63,8 +62,8 @@ def running(job: dict[str, Any]) -> dict[str, Any]:
     return condition(job, "Running")
 
 
-def warning_events(tfjobs: TFJobs, name: str, reason: str) -> list[client.CoreV1Event]:
-    return [e for e in tfjobs.events(name) if e.reason == reason]
+def warning_events(tfjobs: TFJobs, name: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in tfjobs.events(name) if e["reason"] == reason]
 
 
 def test_a_missing_service_account_is_named_and_the_job_runs_once_it_exists(
@@ -86,8 +85,8 @@ def test_a_missing_service_account_is_named_and_the_job_runs_once_it_exists(
     assert running(job)["reason"] == "TFJobRunning"
     # Every retry counted up one Event instead of adding one.
     (event,) = warning_events(tfjobs, "sa", "FailedCreatePod")
-    assert event.type == "Warning"
-    assert event.count >= 1
+    assert event["type"] == "Warning"
+    assert event["count"] >= 1
 
 
 def test_a_quota_keeps_the_job_waiting_until_it_allows_its_pods(
@@ -114,7 +113,10 @@ def test_a_quota_keeps_the_job_waiting_until_it_allows_its_pods(
 
     core_v1.delete_namespaced_resource_quota("pods", namespace)
     job = tfjobs.wait_state("quota", "Running", 90)
-    assert [p.metadata.name for p in tfjobs.pods("quota")] == ["quota-worker-0", "quota-worker-1"]
+    assert [p["metadata"]["name"] for p in tfjobs.pods("quota")] == [
+        "quota-worker-0",
+        "quota-worker-1",
+    ]
 
 
 def test_a_pod_refused_as_invalid_fails_the_job_after_the_grace_period(
@@ -140,9 +142,9 @@ def test_a_pod_refused_as_invalid_fails_the_job_after_the_grace_period(
     # One Event for the refused pod, counting its retries, beside the one of the job's
     # failure; one WARNING line, no traceback.
     events = warning_events(tfjobs, "invalid", "FailedCreatePod")
-    (failure,) = [e for e in events if "still refused" in e.message]
+    (failure,) = [e for e in events if "still refused" in e["message"]]
     (refused,) = [e for e in events if e is not failure]
-    assert refused.count >= 2
+    assert refused["count"] >= 2
     log = operator.log_path.read_text()
     lines = [line for line in log.splitlines() if f"tfjob {namespace}/invalid" in line]
     assert len(lines) == 1, lines
@@ -218,13 +220,13 @@ def test_an_unpullable_image_is_named_and_its_events_are_aggregated(
 
     # The kubelet alternates the two reasons at every back-off, with messages that differ:
     # each reason stays one Event of the replica, counted up.
-    def pull_events() -> list[client.CoreV1Event]:
-        return [e for e in tfjobs.events("pull") if e.reason in pulling]
+    def pull_events() -> list[dict[str, Any]]:
+        return [e for e in tfjobs.events("pull") if e["reason"] in pulling]
 
     events = tfjobs.poll(
         "pull",
         pull_events,
-        lambda found: sum(e.count or 1 for e in found) >= 3,
+        lambda found: sum(e.get("count") or 1 for e in found) >= 3,
         "three image pull events",
         90,
     )

@@ -69,7 +69,7 @@ def test_a_kubeflow_job_gets_its_tensorboard_from_the_annotation(
     core_v1: client.CoreV1Api,
 ) -> None:
     core_v1.create_namespaced_persistent_volume_claim(namespace, CLAIM)
-    tfjobs = TFJobs(core_v1.api_client, namespace, group="kubeflow.org")
+    tfjobs = TFJobs(kubeconfig, namespace, group="kubeflow.org")
     annotation = json.dumps({"logDir": "/logs/$(TFJOB_NAME)", "ttlSecondsAfterFinished": 300})
     tfjobs.create(kubeflow_job("board", annotation))
     job = tfjobs.wait_for(
@@ -102,9 +102,7 @@ def test_a_kubeflow_job_gets_its_tensorboard_from_the_annotation(
             assert json.loads(answer.read())["data_location"] == "/logs/board"
 
     # Deleted with the job (it is the job's child), as are its pods.
-    tfjobs.custom.delete_namespaced_custom_object(
-        "kubeflow.org", "v1", namespace, "tfjobs", "board"
-    )
+    tfjobs.delete("board")
     wait_until(
         lambda: apps.list_namespaced_deployment(namespace).items,
         60,
@@ -115,9 +113,9 @@ def test_a_kubeflow_job_gets_its_tensorboard_from_the_annotation(
 
 
 def test_a_bad_annotation_is_reported_and_the_job_runs_regardless(
-    kubeflow_operator: OperatorProcess, namespace: str, core_v1: client.CoreV1Api
+    kubeflow_operator: OperatorProcess, namespace: str, core_v1: client.CoreV1Api, kubeconfig: str
 ) -> None:
-    tfjobs = TFJobs(core_v1.api_client, namespace, group="kubeflow.org")
+    tfjobs = TFJobs(kubeconfig, namespace, group="kubeflow.org")
     core_v1.create_namespaced_persistent_volume_claim(namespace, CLAIM)
     tfjobs.create(kubeflow_job("lost", json.dumps({"logDir": "/elsewhere"}), "exit 0"))
     job = tfjobs.wait_state("lost", "Succeeded", 120)
@@ -135,7 +133,7 @@ def test_a_bad_annotation_is_reported_and_the_job_runs_regardless(
 
 
 def test_a_tensorboard_pod_the_api_server_refuses_is_reported_and_the_job_runs(
-    kubeflow_operator: OperatorProcess, namespace: str, core_v1: client.CoreV1Api
+    kubeflow_operator: OperatorProcess, namespace: str, core_v1: client.CoreV1Api, kubeconfig: str
 ) -> None:
     """A quota of one pod: the worker takes it, the TensorBoard's ReplicaSet is refused, and
     the job's status and events say so in the API server's words."""
@@ -149,7 +147,7 @@ def test_a_tensorboard_pod_the_api_server_refuses_is_reported_and_the_job_runs(
         interval=0.2,
     )
     core_v1.create_namespaced_persistent_volume_claim(namespace, CLAIM)
-    tfjobs = TFJobs(core_v1.api_client, namespace, group="kubeflow.org")
+    tfjobs = TFJobs(kubeconfig, namespace, group="kubeflow.org")
     tfjobs.create(kubeflow_job("crowded", json.dumps({"logDir": "/logs"})))
     job = tfjobs.wait_for(
         "crowded",

@@ -112,17 +112,17 @@ def kubeflow_operator(
 
 
 @pytest.fixture
-def kubeflow_jobs(kubeflow_operator: OperatorProcess, k8s_client: Any, namespace: str) -> TFJobs:
+def kubeflow_jobs(kubeflow_operator: OperatorProcess, kubeconfig: str, namespace: str) -> TFJobs:
     """TFJob helpers for kubeflow.org/v1 in this test's namespace."""
-    return TFJobs(k8s_client, namespace, group="kubeflow.org")
+    return TFJobs(kubeconfig, namespace, group="kubeflow.org")
 
 
 @pytest.fixture
-def tfjobs(operator: OperatorProcess, k8s_client: Any, namespace: str) -> TFJobs:
+def tfjobs(operator: OperatorProcess, kubeconfig: str, namespace: str) -> TFJobs:
     """TFJob helpers in this test's namespace, with the operator running."""
     if not operator.process.running():
         operator.run()  # an earlier test stopped it and failed before starting it again
-    return TFJobs(k8s_client, namespace)
+    return TFJobs(kubeconfig, namespace)
 
 
 def stop_session_operator(config: pytest.Config) -> None:

@@ -1,4 +1,6 @@
-"""Creating TFJobs and waiting on them through the real API server."""
+"""Creating TFJobs and waiting on them through the real API server, with the product's own
+synchronous client (tfjob_operator.client: its Rest, and TFJobClient's `describe`). Objects
+are the API server's JSON, as dicts."""
 
 from __future__ import annotations
 
@@ -6,32 +8,42 @@ import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
-
-from kubernetes import client, watch
 
 from support.builders import GROUP, PLURAL, VERSION
 from support.examples import claims
 from support.waiting import wait_until
+from tfjob_operator.client import TFJobClient
+from tfjob_operator.client.rest import Rest
+from tfjob_operator.connection import load_connection
+from tfjob_operator.errors import ApiError, WatchExpired
 
 T = TypeVar("T")
+Obj = dict[str, Any]
+
+
+def rest_of(kubeconfig: str | Path) -> Rest:
+    """The product's synchronous client of the cluster `kubeconfig` names."""
+    return Rest(load_connection(str(kubeconfig)))
 
 
 class TFJobs:
-    """TFJob operations in one namespace."""
+    """TFJob operations in one namespace, under one API group."""
 
-    def __init__(self, api_client: client.ApiClient, namespace: str, group: str = GROUP) -> None:
+    def __init__(self, kubeconfig: str | Path, namespace: str, group: str = GROUP) -> None:
         self.namespace = namespace
         self.group = group
-        self.custom = client.CustomObjectsApi(api_client)
-        self.core = client.CoreV1Api(api_client)
+        self.kubeconfig = kubeconfig
+        self.rest = rest_of(kubeconfig)
+        self.client = TFJobClient(namespace, rest=self.rest)
+        self._jobs = f"/apis/{group}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+        self._core = f"/api/v1/namespaces/{namespace}"
 
-    def create(self, body: Mapping[str, Any]) -> dict[str, Any]:
+    def create(self, body: Mapping[str, Any]) -> Obj:
         """Creates the TFJob, after the examples' claims it mounts (`create_claims`)."""
         self.create_claims(body)
-        created: dict[str, Any] = self.custom.create_namespaced_custom_object(
-            self.group, VERSION, self.namespace, PLURAL, dict(body)
-        )
+        created: Obj = self.rest.request("POST", self._jobs, dict(body))
         return created
 
     def create_claims(self, job: Mapping[str, Any]) -> None:
@@ -39,71 +51,78 @@ class TFJobs:
         an example's file makes its claim with the job."""
         declared = claims()
         for name in claims_of(job):
-            if name in declared and not self._claim_exists(name):
-                self.core.create_namespaced_persistent_volume_claim(self.namespace, declared[name])
+            if name in declared and not self._exists(f"{self._core}/persistentvolumeclaims/{name}"):
+                self.rest.request("POST", f"{self._core}/persistentvolumeclaims", declared[name])
 
-    def _claim_exists(self, name: str) -> bool:
-        try:
-            self.core.read_namespaced_persistent_volume_claim(name, self.namespace)
-        except client.ApiException as error:
-            if error.status == 404:
-                return False
-            raise
-        return True
-
-    def get(self, name: str) -> dict[str, Any]:
-        found: dict[str, Any] = self.custom.get_namespaced_custom_object(
-            self.group, VERSION, self.namespace, PLURAL, name
-        )
+    def get(self, name: str) -> Obj:
+        found: Obj = self.rest.get(f"{self._jobs}/{name}")
         return found
 
     def exists(self, name: str) -> bool:
+        return self._exists(f"{self._jobs}/{name}")
+
+    def _exists(self, path: str) -> bool:
         try:
-            self.get(name)
-        except client.ApiException as error:
-            if error.status == 404:
+            self.rest.get(path)
+        except ApiError as error:
+            if error.not_found:
                 return False
             raise
         return True
 
     def patch_spec(self, name: str, spec: Mapping[str, Any]) -> None:
-        self.custom.patch_namespaced_custom_object(
-            self.group, VERSION, self.namespace, PLURAL, name, {"spec": dict(spec)}
+        self.rest.request(
+            "PATCH",
+            f"{self._jobs}/{name}",
+            {"spec": dict(spec)},
+            content_type="application/merge-patch+json",
         )
 
     def delete(self, name: str, propagation: str = "Background") -> None:
-        self.custom.delete_namespaced_custom_object(
-            self.group, VERSION, self.namespace, PLURAL, name, propagation_policy=propagation
+        self.rest.request(
+            "DELETE", f"{self._jobs}/{name}", query={"propagationPolicy": propagation}
         )
 
-    def pods(self, name: str) -> list[client.V1Pod]:
-        items: list[client.V1Pod] = self.core.list_namespaced_pod(
-            self.namespace, label_selector=f"tfjob.dev/job-name={name}"
-        ).items
-        return sorted(items, key=lambda p: p.metadata.name)
+    def pods(self, name: str) -> list[Obj]:
+        return self._children("pods", name)
 
-    def services(self, name: str) -> list[client.V1Service]:
-        items: list[client.V1Service] = self.core.list_namespaced_service(
-            self.namespace, label_selector=f"tfjob.dev/job-name={name}"
-        ).items
-        return sorted(items, key=lambda s: s.metadata.name)
+    def services(self, name: str) -> list[Obj]:
+        return self._children("services", name)
 
-    def events(self, name: str) -> list[client.CoreV1Event]:
-        items: list[client.CoreV1Event] = self.core.list_namespaced_event(
-            self.namespace,
-            field_selector=f"involvedObject.kind=TFJob,involvedObject.name={name}",
-        ).items
+    def _children(self, plural: str, name: str) -> list[Obj]:
+        listed = self.rest.get(
+            f"{self._core}/{plural}", {"labelSelector": f"tfjob.dev/job-name={name}"}
+        )
+        items: list[Obj] = listed.get("items") or []
+        return sorted(items, key=lambda item: str(item["metadata"]["name"]))
+
+    def log(self, pod: str, container: str | None = None) -> str:
+        """The log of the pod's container (its only one, or `container`)."""
+        query = {"container": container} if container else None
+        return self.rest.text(f"{self._core}/pods/{pod}/log", query)
+
+    def delete_pod(self, name: str) -> None:
+        self.rest.request("DELETE", f"{self._core}/pods/{name}")
+
+    def delete_namespace(self) -> None:
+        """The namespace, in the background (its objects go with it)."""
+        self.rest.request("DELETE", self._core, query={"propagationPolicy": "Background"})
+
+    def events(self, name: str) -> list[Obj]:
+        """The job's own events (not its pods')."""
+        selector = f"involvedObject.kind=TFJob,involvedObject.name={name}"
+        items: list[Obj] = (
+            self.rest.get(f"{self._core}/events", {"fieldSelector": selector}).get("items") or []
+        )
         return items
 
-    def wait_events(
-        self, name: str, reasons: Sequence[str], timeout: float = 30
-    ) -> list[client.CoreV1Event]:
+    def wait_events(self, name: str, reasons: Sequence[str], timeout: float = 30) -> list[Obj]:
         """The job's events once every one of `reasons` is among them: the operator posts
         events in the background, after the writes they report."""
         return self.poll(
             name,
             lambda: self.events(name),
-            lambda events: set(reasons) <= {e.reason for e in events},
+            lambda events: set(reasons) <= {e.get("reason") for e in events},
             f"events {', '.join(reasons)}",
             timeout,
         )
@@ -111,14 +130,14 @@ class TFJobs:
     def wait_for(
         self,
         name: str,
-        predicate: Callable[[dict[str, Any]], bool],
+        predicate: Callable[[Obj], bool],
         what: str,
         timeout: float = 120,
-    ) -> dict[str, Any]:
+    ) -> Obj:
         """Polls the TFJob until `predicate(job)`; on timeout fails with what was seen."""
         return self.poll(name, lambda: self.get(name), predicate, what, timeout)
 
-    def wait_state(self, name: str, state: str, timeout: float = 120) -> dict[str, Any]:
+    def wait_state(self, name: str, state: str, timeout: float = 120) -> Obj:
         return self.wait_for(
             name,
             lambda job: (job.get("status") or {}).get("state") == state,
@@ -138,10 +157,10 @@ class TFJobs:
     def wait_pods(
         self,
         name: str,
-        predicate: Callable[[list[client.V1Pod]], bool],
+        predicate: Callable[[list[Obj]], bool],
         what: str,
         timeout: float = 60,
-    ) -> list[client.V1Pod]:
+    ) -> list[Obj]:
         return self.poll(name, lambda: self.pods(name), predicate, f"pods: {what}", timeout)
 
     def poll(
@@ -161,22 +180,25 @@ class TFJobs:
         )
 
     def describe(self, name: str) -> str:
-        """The job's status, events and pods: what a failing test needs to show."""
+        """What a failing test needs to show: the product's `describe` of the job (status,
+        replicas, events, failed replicas' log tails), then its status and its pods as
+        the API server has them."""
         try:
-            job = self.get(name)
-        except client.ApiException as error:
-            job = {"error": str(error)}
-        lines = ["status: " + json.dumps(job.get("status"), indent=1, sort_keys=True)]
-        lines += [f"event {e.type} {e.reason}: {e.message}" for e in self.events(name)]
+            job: Obj = self.get(name)
+            described = self.client.describe(name)
+        except (ApiError, OSError) as error:
+            job, described = {"error": str(error)}, ""
+        lines = [described, "status: " + json.dumps(job.get("status"), indent=1, sort_keys=True)]
         for pod in self.pods(name):
-            statuses = [
-                (c.name, c.state.to_dict() if c.state else None, c.restart_count)
-                for c in pod.status.container_statuses or []
+            metadata, status = pod["metadata"], pod.get("status") or {}
+            containers = [
+                (c["name"], c.get("state"), c.get("restartCount"))
+                for c in status.get("containerStatuses") or []
             ]
             lines.append(
-                f"pod {pod.metadata.name} uid={pod.metadata.uid} phase={pod.status.phase} "
-                f"deleting={pod.metadata.deletion_timestamp is not None} "
-                f"labels={pod.metadata.labels} containers={statuses}"
+                f"pod {metadata['name']} uid={metadata['uid']} phase={status.get('phase')} "
+                f"deleting={'deletionTimestamp' in metadata} "
+                f"labels={metadata.get('labels')} containers={containers}"
             )
         return "\n".join(lines)
 
@@ -217,7 +239,7 @@ class PodCreations:
     operator restarts.
     """
 
-    api_client: client.ApiClient
+    kubeconfig: str | Path
     namespace: str
     job_name: str
     added: list[tuple[str, str, str]] = field(default_factory=list)
@@ -235,38 +257,38 @@ class PodCreations:
             self._thread.join(timeout=10)
 
     def _watch(self) -> None:
-        core = client.CoreV1Api(self.api_client)
-        selector = f"tfjob.dev/job-name={self.job_name}"
+        rest = rest_of(self.kubeconfig)
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        selector = {"labelSelector": f"tfjob.dev/job-name={self.job_name}"}
         seen: set[str] = set()
 
-        def record(pod: client.V1Pod) -> None:
-            if pod.metadata.uid in seen:
+        def record(pod: Obj) -> None:
+            metadata = pod["metadata"]
+            if metadata["uid"] in seen:
                 return
-            seen.add(pod.metadata.uid)
-            generation = (pod.metadata.labels or {}).get("tfjob.dev/replica-generation", "?")
-            self.added.append((pod.metadata.name, generation, pod.metadata.uid))
+            seen.add(metadata["uid"])
+            generation = (metadata.get("labels") or {}).get("tfjob.dev/replica-generation", "?")
+            self.added.append((metadata["name"], generation, metadata["uid"]))
 
-        version = None
+        version: str | None = None
         while not self._stop.is_set():
             if version is None:
-                listing = core.list_namespaced_pod(self.namespace, label_selector=selector)
-                for pod in listing.items:
+                listing = rest.get(path, selector)
+                for pod in listing.get("items") or []:
                     record(pod)
-                version = listing.metadata.resource_version
-            stream = watch.Watch()
+                version = str(listing["metadata"]["resourceVersion"])
+            query: dict[str, str | int | bool] = {
+                **selector,
+                "resourceVersion": version,
+                "timeoutSeconds": 2,
+            }
             try:
-                for event in stream.stream(
-                    core.list_namespaced_pod,
-                    self.namespace,
-                    label_selector=selector,
-                    resource_version=version,
-                    timeout_seconds=2,
-                ):
-                    record(event["object"])
-                version = stream.resource_version
-            except client.ApiException as error:
-                if error.status != 410:
-                    raise
+                with rest.watch(path, query) as events:
+                    for kind, pod in events:
+                        version = str(pod["metadata"]["resourceVersion"])
+                        if kind != "BOOKMARK":
+                            record(pod)
+            except WatchExpired:
                 version = None  # the watch window expired: list again
 
     def duplicates(self) -> list[tuple[str, str]]:

@@ -1,4 +1,5 @@
-"""The API server's refusals as one error type, for the operator and the client alike.
+"""The API server's refusals as one error type, for the operator and the client alike,
+and a watch's end the same way for both (WatchExpired, or an ApiError from an ERROR event).
 
 It depends on nothing beyond the standard library, so the client (tfjob_operator.client),
 which a notebook installs without the controller's dependencies, raises the same error the
@@ -8,7 +9,8 @@ controller handles.
 from __future__ import annotations
 
 import json
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 #: The cause the API server gives when a namespace being deleted refuses a new object.
 NAMESPACE_TERMINATING: Final = "NamespaceTerminating"
@@ -56,3 +58,18 @@ class ApiError(RuntimeError):
     def namespace_terminating(self) -> bool:
         """The namespace is being deleted: it accepts no new objects, and takes the job too."""
         return self.status == 403 and NAMESPACE_TERMINATING in self.causes
+
+
+class WatchExpired(Exception):
+    """The version a watch started from is gone (410 Gone, compacted): list again."""
+
+
+def watch_event(event: Mapping[str, Any], what: str) -> tuple[str, dict[str, Any]]:
+    """A decoded line of a watch as (type, object), bookmarks included. An ERROR event ends
+    the watch: WatchExpired for 410 Gone, else an ApiError with its code."""
+    kind, body = str(event.get("type")), dict(event.get("object") or {})
+    if kind == "ERROR":
+        if body.get("code") == 410:
+            raise WatchExpired(what)
+        raise ApiError(int(body.get("code") or 500), what, json.dumps(body).encode())
+    return kind, body

@@ -42,7 +42,7 @@ import orjson
 from .api import FIELD_MANAGER, KUEUE_WORKLOADS_PATH, LABEL_CONTROLLER_UID, PLURAL, JobRef
 from .backoff import MAX_RETRY_AFTER_SECONDS, jittered, retry_after_header
 from .connection import Connection
-from .errors import ApiError
+from .errors import ApiError, WatchExpired, watch_event
 from .limits import MAX_IN_FLIGHT
 from .metrics import Metrics
 from .observe import (
@@ -78,10 +78,6 @@ USER_AGENT: Final = f"{OPERATOR}/{VERSION}"
 
 class NotLeading(RuntimeError):
     """This operator does not lead (leader.py): it sends no write."""
-
-
-class WatchExpired(Exception):
-    """The version a watch started from is gone (410 Gone, compacted): list again."""
 
 
 def unavailable(error: BaseException) -> bool:
@@ -339,8 +335,9 @@ class ApiServerClient:
         self, path: str, params: Mapping[str, str], idle_timeout: float | None, what: str
     ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
         """The events of one watch (bookmarks included) as (type, object), as they come; no
-        write slot; silent for `idle_timeout` seconds, it fails (None: it may be silent). Raises WatchExpired when the server says the version is gone (410, as
-        the answer or as an ERROR event), ApiError for any other refusal."""
+        write slot. Silent for `idle_timeout` seconds, it fails (None: it may be silent).
+        Raises WatchExpired when the server says the version is gone (410, as the answer or
+        as an ERROR event), ApiError for any other refusal."""
         headers = await self._headers(refresh=False, content_type=JSON)
         async with self.session.get(
             path,
@@ -359,13 +356,7 @@ class ApiServerClient:
                 for line in lines:
                     if not line.strip():
                         continue
-                    event = orjson.loads(line)
-                    kind, body = str(event.get("type")), event.get("object") or {}
-                    if kind == "ERROR":
-                        if body.get("code") == 410:
-                            raise WatchExpired(what)
-                        raise ApiError(int(body.get("code") or 500), what, orjson.dumps(body))
-                    yield kind, body
+                    yield watch_event(orjson.loads(line), what)
 
     async def _headers(
         self, refresh: bool, content_type: str, accept: str = JSON

@@ -31,8 +31,8 @@ import orjson
 
 from .api import LABEL_JOB_NAME
 from .backoff import delay_after
-from .errors import ApiError
-from .kube import ApiServerClient, WatchExpired, collection_path, raise_for, unavailable
+from .errors import ApiError, WatchExpired
+from .kube import ApiServerClient, collection_path, raise_for, unavailable
 
 logger = logging.getLogger(__name__)
 

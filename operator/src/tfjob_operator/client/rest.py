@@ -23,7 +23,7 @@ from http.client import HTTPResponse
 from typing import Any, Final
 
 from ..connection import Connection, TokenSource
-from ..errors import ApiError
+from ..errors import ApiError, watch_event
 
 JSON: Final = "application/json"
 MERGE_PATCH: Final = "application/merge-patch+json"
@@ -118,6 +118,15 @@ class Rest:
         the block ends. The wait for a line has no limit: a quiet log is not a failure."""
         with self._open("GET", path, None, query, JSON, None) as answer:
             yield (raw.decode(errors="replace").rstrip("\n") for raw in answer)
+
+    @contextmanager
+    def watch(self, path: str, query: Query) -> Iterator[Iterator[tuple[str, dict[str, Any]]]]:
+        """The events of one watch of `path` (`query` says from which version, with which
+        selector) as (type, object), bookmarks included; closed when the block ends. Raises
+        WatchExpired when the version is gone (410), ApiError for another ERROR event."""
+        what = f"watch {path}"
+        with self.lines(path, {**query, "watch": True}) as lines:
+            yield (watch_event(json.loads(line), what) for line in lines if line.strip())
 
     @contextmanager
     def _open(
