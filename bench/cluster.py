@@ -24,8 +24,8 @@ from tfjob_localcluster import binaries as binaries_module
 from tfjob_localcluster.clusters import Cluster
 from tfjob_localcluster.host.procs import ManagedProcess
 from tfjob_localcluster.local.controlplane import ControlPlane
-from tfjob_operator.client.rest import Rest
-from tfjob_operator.errors import ApiError
+from tfjob_operator.apiserver.errors import ApiError
+from tfjob_operator.apiserver.sync import Rest
 
 NAMESPACE = "tfjob-bench"
 OPERATOR_USER = "tfjob-bench:operator"

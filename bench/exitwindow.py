@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from bench.procstats import cpu_by_name, cpu_delta, machine_busy_seconds, own_cpu_seconds
 from harness import promtext
-from tfjob_operator.kube import Priority
+from tfjob_operator.apiserver.aio import Priority
 
 
 class MetricsReader(Protocol):

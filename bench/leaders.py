@@ -15,7 +15,7 @@ from bench.progress import Progress
 from bench.shape import leader_exit_patch
 from harness.apiclient import ApiClient, bounded
 from tfjob_operator import timeutil
-from tfjob_operator.kube import MERGE_PATCH
+from tfjob_operator.apiserver import MERGE_PATCH
 
 
 async def end_leaders(

@@ -23,8 +23,8 @@ from bench.watching import watching
 from harness.apiclient import SYNCED, ApiClient, Obj, reply_message
 from tfjob_operator import timeutil
 from tfjob_operator.api import ConditionType
+from tfjob_operator.apiserver import MERGE_PATCH
 from tfjob_operator.conditions import set_condition
-from tfjob_operator.kube import MERGE_PATCH
 
 
 class Responder:

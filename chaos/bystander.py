@@ -17,8 +17,8 @@ from harness import kwok
 from tfjob_localcluster import binaries
 from tfjob_localcluster.host.procs import ManagedProcess
 from tfjob_localcluster.local.cluster import LocalCluster
-from tfjob_operator.client.rest import Rest
-from tfjob_operator.errors import ApiError
+from tfjob_operator.apiserver.errors import ApiError
+from tfjob_operator.apiserver.sync import Rest
 
 NAME: Final = f"{kwok.NODE_PREFIX}bystander"
 TAINT: Final = {"key": "tfjob.dev/chaos-bystander", "effect": "NoSchedule"}

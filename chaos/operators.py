@@ -33,8 +33,8 @@ from harness.operator_process import (
 from harness.promtext import counters
 from tfjob_localcluster.local.cluster import LocalCluster
 from tfjob_localcluster.waiting import wait_until
-from tfjob_operator.client.rest import Rest
-from tfjob_operator.errors import ApiError
+from tfjob_operator.apiserver.errors import ApiError
+from tfjob_operator.apiserver.sync import Rest
 
 #: The namespace of the Lease, as the chart's release namespace.
 LEASE_NAMESPACE = "tfjob-system"

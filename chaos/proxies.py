@@ -23,8 +23,8 @@ from typing import Any, Final
 from tfjob_localcluster import binaries
 from tfjob_localcluster.host.ports import free_port
 from tfjob_localcluster.host.procs import ManagedProcess, Started
-from tfjob_operator.client.rest import Rest
-from tfjob_operator.errors import ApiError
+from tfjob_operator.apiserver.errors import ApiError
+from tfjob_operator.apiserver.sync import Rest
 
 READY_SECONDS: Final = 30
 #: Latency of every answer while the latency fault lasts: 5 s, give or take 3 s.

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import yaml
 
-from tfjob_operator.client.rest import Rest
+from tfjob_operator.apiserver.sync import Rest
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL: Final = ROOT / "manifests" / "base" / "operator.yaml"

@@ -34,8 +34,8 @@ from tfjob_localcluster.images.catalog import BUSYBOX
 from tfjob_localcluster.local.cluster import LocalCluster
 from tfjob_localcluster.waiting import wait_until
 from tfjob_operator.api import PLURAL, TFJOB_DEV
-from tfjob_operator.client.rest import Rest
-from tfjob_operator.errors import ApiError
+from tfjob_operator.apiserver.errors import ApiError
+from tfjob_operator.apiserver.sync import Rest
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD = ROOT / "charts" / "tfjob-operator" / "crds" / "tfjobs.tfjob.dev.yaml"

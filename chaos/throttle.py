@@ -14,8 +14,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any, Final
 
-from tfjob_operator.client.rest import Rest
-from tfjob_operator.errors import ApiError
+from tfjob_operator.apiserver.errors import ApiError
+from tfjob_operator.apiserver.sync import Rest
 
 FLOWCONTROL: Final = "/apis/flowcontrol.apiserver.k8s.io/v1"
 NAME: Final = "chaos-operators-throttled"

@@ -20,9 +20,10 @@ from typing import Any
 import aiohttp
 import orjson
 
-from tfjob_operator.connection import load_connection
-from tfjob_operator.errors import ApiError, WatchExpired
-from tfjob_operator.kube import JSON, ApiServerClient, unavailable
+from tfjob_operator.apiserver import JSON
+from tfjob_operator.apiserver.aio import ApiServerClient, unavailable
+from tfjob_operator.apiserver.connection import load_connection
+from tfjob_operator.apiserver.errors import ApiError, WatchExpired
 
 Obj = dict[str, Any]
 #: Called with the watch event type (ADDED, MODIFIED, DELETED) and the object, or with

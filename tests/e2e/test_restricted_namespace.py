@@ -28,8 +28,8 @@ from support.cluster import Kubectl, create_namespace
 from support.waiting import wait_until
 
 from tfjob_localcluster.images.catalog import TRAINER
+from tfjob_operator.apiserver.errors import ApiError
 from tfjob_operator.client import TFJobClient
-from tfjob_operator.errors import ApiError
 
 NAME = "tenant-digits"
 EPOCHS = 4

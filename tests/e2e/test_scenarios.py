@@ -21,8 +21,8 @@ from support.waiting import wait_until
 
 from tfjob_localcluster.diagnose import describe_pods
 from tfjob_localcluster.images.catalog import TRAINER
+from tfjob_operator.apiserver.errors import ApiError
 from tfjob_operator.client.results import results_in
-from tfjob_operator.errors import ApiError
 
 TRAINING_TIMEOUT = 420
 

@@ -35,9 +35,9 @@ from tfjob_localcluster.addons.chart import (
 )
 from tfjob_localcluster.checkout import CHART
 from tfjob_localcluster.images.catalog import OPERATOR
+from tfjob_operator.apiserver.connection import load_connection
+from tfjob_operator.apiserver.sync import Rest
 from tfjob_operator.client.forward import PortForward
-from tfjob_operator.client.rest import Rest
-from tfjob_operator.connection import load_connection
 
 #: The chart's operators: a leader and a standby.
 REPLICAS = default_values()["replicaCount"]

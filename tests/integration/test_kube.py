@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from support.waiting import wait_until
 
-from tfjob_operator.connection import load_connection
-from tfjob_operator.errors import ApiError
-from tfjob_operator.kube import ApiServerClient, Kube
+from tfjob_operator.apiserver.aio import ApiServerClient
+from tfjob_operator.apiserver.connection import load_connection
+from tfjob_operator.apiserver.errors import ApiError
+from tfjob_operator.kube import Kube
 
 HOLD = "tfjob.dev/test-hold"
 

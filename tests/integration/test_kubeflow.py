@@ -20,7 +20,7 @@ from support.rejected_tfjobs import POD_API, REJECTED, Rejected
 from support.tfjobs import TFJobs, condition, find_condition
 
 from harness.operator_process import OperatorProcess
-from tfjob_operator.errors import ApiError
+from tfjob_operator.apiserver.errors import ApiError
 
 KUBEFLOW = "kubeflow.org"
 POD_API_CASES = [case for case in REJECTED if case.server_only == POD_API]

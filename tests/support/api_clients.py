@@ -7,8 +7,8 @@ from typing import Any
 
 from aiohttp.test_utils import BaseTestServer
 
-from tfjob_operator.connection import Connection, TokenSource
-from tfjob_operator.kube import ApiServerClient
+from tfjob_operator.apiserver.aio import ApiServerClient
+from tfjob_operator.apiserver.connection import Connection, TokenSource
 
 TOKEN = "secret"
 

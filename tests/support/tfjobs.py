@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 from support.builders import GROUP, PLURAL, VERSION
 from support.examples import claims
 from support.waiting import wait_until
+from tfjob_operator.apiserver.connection import load_connection
+from tfjob_operator.apiserver.errors import ApiError, WatchExpired
+from tfjob_operator.apiserver.sync import Rest
 from tfjob_operator.client import TFJobClient
-from tfjob_operator.client.rest import Rest
-from tfjob_operator.connection import load_connection
-from tfjob_operator.errors import ApiError, WatchExpired
 
 T = TypeVar("T")
 Obj = dict[str, Any]

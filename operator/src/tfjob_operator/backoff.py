@@ -18,7 +18,7 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Final
 
-from .errors import ApiError
+from .apiserver.errors import ApiError
 
 #: The random part added to each wait, as a fraction of it (client-go's Jitter factor).
 JITTER: Final = 0.5

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from .api import JobRef
+from .apiserver.errors import ApiError
 from .backoff import jittered
-from .errors import ApiError
 from .events import NORMAL, WARNING, Event
 from .plan import Creation, Deletion
 

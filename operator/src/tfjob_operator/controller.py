@@ -30,14 +30,14 @@ from typing import Any, Final, Protocol
 
 from . import timeutil
 from .api import JobRef
+from .apiserver.aio import unavailable
+from .apiserver.errors import ApiError
 from .backoff import delay_after
 from .children import ChildKind, Children, ChildWrites, Pending
 from .decide import decide, decide_name_taken, name_order
-from .errors import ApiError
 from .events import NORMAL, WARNING, Event, EventSeries, event_object, repeat_patch
 from .integrations.base import Integration, Observation, Stage
 from .job_view import JobView
-from .kube import unavailable
 from .limits import CONCURRENT_RECONCILES, INVALID_POD_GRACE_SECONDS
 from .mergepatch import merge_patch
 from .metrics import Metrics

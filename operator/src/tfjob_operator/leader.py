@@ -48,10 +48,10 @@ from typing import Any, Final
 import aiohttp
 import orjson
 
+from .apiserver.aio import ApiServerClient, collection_path, raise_for, unavailable
+from .apiserver.connection import SERVICE_ACCOUNT_DIR
+from .apiserver.errors import ApiError
 from .backoff import jittered
-from .connection import SERVICE_ACCOUNT_DIR
-from .errors import ApiError
-from .kube import ApiServerClient, collection_path, raise_for, unavailable
 from .limits import LEASE_DURATION_SECONDS, RENEW_DEADLINE_SECONDS, RETRY_PERIOD_SECONDS
 from .metrics import Metrics
 from .timeutil import now as wall_now

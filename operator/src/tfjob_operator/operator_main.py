@@ -24,13 +24,14 @@ from .api import (
     TFJobApi,
     reconciles,
 )
-from .connection import load_connection
+from .apiserver.aio import ApiServerClient
+from .apiserver.connection import load_connection
 from .controller import Caches, Controller
 from .endpoints import Endpoints
 from .integrations import Settings, integrations
 from .integrations.gang import GangSchedulers
 from .job_view import JobView
-from .kube import ApiServerClient, Kube
+from .kube import Kube
 from .leader import LEASES_PATH, Election, Elector, LeaseRecord
 from .limits import INVALID_POD_GRACE_SECONDS
 from .metrics import Metrics

@@ -30,9 +30,9 @@ import aiohttp
 import orjson
 
 from .api import LABEL_JOB_NAME
+from .apiserver.aio import ApiServerClient, collection_path, raise_for, unavailable
+from .apiserver.errors import ApiError, WatchExpired
 from .backoff import delay_after
-from .errors import ApiError, WatchExpired
-from .kube import ApiServerClient, collection_path, raise_for, unavailable
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from support.builders import JOB
 
+from tfjob_operator.apiserver.errors import ApiError
 from tfjob_operator.children import MAX_CREATE_BATCH, ChildKind, Children, ChildWrites, Pending
-from tfjob_operator.errors import ApiError
 from tfjob_operator.events import Event
 from tfjob_operator.plan import Creation
 

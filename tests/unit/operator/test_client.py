@@ -19,14 +19,14 @@ import pytest
 from support.checkout import ROOT
 
 from tfjob_operator import cli
+from tfjob_operator.apiserver.connection import Connection, TokenSource
+from tfjob_operator.apiserver.errors import ApiError
 from tfjob_operator.client import TFJobClient, WaitTimedOut
 from tfjob_operator.client import jobs as client_jobs
 from tfjob_operator.client.commands import ExitCode, _duration
 from tfjob_operator.client.report import age, describe, progress_line, table
 from tfjob_operator.client.results import RESULT_PREFIX, results_in
 from tfjob_operator.client.views import Replica, TFJob
-from tfjob_operator.connection import Connection, TokenSource
-from tfjob_operator.errors import ApiError
 from tfjob_trainer.results import RESULT_PREFIX as TRAINER_RESULT_PREFIX
 
 NOW = datetime(2026, 11, 26, 12, 0, 0, tzinfo=UTC)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tfjob_operator.connection import CredentialsError, load_connection
+from tfjob_operator.apiserver.connection import CredentialsError, load_connection
 
 
 def kubeconfig(tmp_path: Path, user: dict[str, Any], **cluster: Any) -> str:

@@ -16,6 +16,7 @@ import pytest
 from support.builders import JOB, NOW, replica_spec
 
 from tfjob_operator.api import JobRef
+from tfjob_operator.apiserver.errors import ApiError
 from tfjob_operator.controller import (
     CONFLICT_RETRY_SECONDS,
     EXPECTATION_TTL_SECONDS,
@@ -24,7 +25,6 @@ from tfjob_operator.controller import (
     Caches,
     Controller,
 )
-from tfjob_operator.errors import ApiError
 from tfjob_operator.integrations import Settings, integrations
 from tfjob_operator.integrations.kueue import MISSING_CLASS_RETRY_SECONDS, workload_name
 from tfjob_operator.integrations.tensorboard import observe_board

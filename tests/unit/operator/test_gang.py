@@ -19,7 +19,7 @@ from support.builders import (
 
 from tfjob_operator import quantity
 from tfjob_operator.api import ReplicaType
-from tfjob_operator.errors import ApiError
+from tfjob_operator.apiserver.errors import ApiError
 from tfjob_operator.integrations.gang import (
     SCHEDULER_PLUGINS,
     SCHEDULER_PLUGINS_NAME,

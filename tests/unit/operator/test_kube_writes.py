@@ -16,8 +16,9 @@ from aiohttp.test_utils import TestServer
 from support.api_clients import client_of
 
 from tfjob_operator.api import JobRef
-from tfjob_operator.errors import ApiError
-from tfjob_operator.kube import Kube, unavailable
+from tfjob_operator.apiserver.aio import unavailable
+from tfjob_operator.apiserver.errors import ApiError
+from tfjob_operator.kube import Kube
 from tfjob_operator.metrics import Metrics
 
 Scenario = Callable[[Kube, "HoldingServer"], Awaitable[None]]

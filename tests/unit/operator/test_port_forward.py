@@ -16,9 +16,9 @@ from typing import BinaryIO
 
 import pytest
 
+from tfjob_operator.apiserver.connection import Connection, TokenSource
+from tfjob_operator.apiserver.sync import Rest
 from tfjob_operator.client.forward import PortForward, _masked
-from tfjob_operator.client.rest import Rest
-from tfjob_operator.connection import Connection, TokenSource
 
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 PODS = {

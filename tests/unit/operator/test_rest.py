@@ -1,4 +1,4 @@
-"""The synchronous front (client/rest.py) that the client, the local cluster, the chaos run
+"""The synchronous front (apiserver/sync.py) that the client, the local cluster, the chaos run
 and the tests' helpers share, against a fake API server on the loopback: a readiness
 probe, a create-or-replace that loses to another writer, a body that is not JSON, and a
 watch's events up to its expiry."""
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tfjob_operator.client.rest import Rest
-from tfjob_operator.errors import ApiError, WatchExpired
+from tfjob_operator.apiserver.errors import ApiError, WatchExpired
+from tfjob_operator.apiserver.sync import Rest
 
 Answer = tuple[int, str, bytes]
 

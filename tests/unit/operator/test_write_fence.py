@@ -17,9 +17,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from support.api_clients import client_of
 
+from tfjob_operator.apiserver.aio import ApiServerClient, NotLeading, raise_for
+from tfjob_operator.apiserver.errors import ApiError
 from tfjob_operator.backoff import MAX_RETRY_AFTER_SECONDS, retry_after_header, retry_delay
-from tfjob_operator.errors import ApiError
-from tfjob_operator.kube import ApiServerClient, NotLeading, raise_for
 
 POD = "/api/v1/namespaces/ml/pods"
 THROTTLED = (

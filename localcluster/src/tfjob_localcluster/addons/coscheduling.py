@@ -22,7 +22,7 @@ from tfjob_localcluster.binaries import locate, read_versions
 from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.host.ports import free_port
 from tfjob_localcluster.local.pki import CertificateAuthority, tls_context
-from tfjob_operator.client.rest import Rest
+from tfjob_operator.apiserver.sync import Rest
 
 MODULE = "sigs.k8s.io/scheduler-plugins"
 MANIFESTS = Path("manifests/coscheduling")

@@ -62,7 +62,7 @@ from tfjob_localcluster.local.node.config import NodeConfig
 from tfjob_localcluster.local.node.files import REGISTRY_HOSTS_DIR, registry_hosts
 from tfjob_localcluster.local.noderuntime import NodeRuntime
 from tfjob_localcluster.waiting import wait_until
-from tfjob_operator.errors import ApiError
+from tfjob_operator.apiserver.errors import ApiError
 
 DEFAULT_NODE_NAME = "tfjob-local-node"
 DEFAULT_GPUS = 4

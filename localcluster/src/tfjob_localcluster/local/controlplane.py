@@ -32,8 +32,8 @@ from tfjob_localcluster.local.pki import (
     tls_context,
     write_signing_key,
 )
-from tfjob_operator.client.rest import Rest
-from tfjob_operator.errors import ApiError
+from tfjob_operator.apiserver.errors import ApiError
+from tfjob_operator.apiserver.sync import Rest
 
 SERVICE_CIDR = ipaddress.IPv4Network("10.96.0.0/16")
 CLUSTER_DOMAIN = "cluster.local"

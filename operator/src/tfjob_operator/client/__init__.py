@@ -4,7 +4,7 @@ not progress, delete. It needs the standard library and PyYAML only: `pip instal
 tfjob-operator` gives it without the controller's dependencies. See `jobs.TFJobClient`.
 """
 
-from ..errors import ApiError
+from ..apiserver.errors import ApiError
 from .jobs import LogLine, TFJobClient, WaitTimedOut
 from .views import FINISHED, Replica, TFJob
 

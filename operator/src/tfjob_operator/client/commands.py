@@ -23,8 +23,8 @@ from typing import Any, TextIO
 import yaml
 
 from ..api import ConditionType
-from ..connection import CredentialsError
-from ..errors import ApiError
+from ..apiserver.connection import CredentialsError
+from ..apiserver.errors import ApiError
 from ..timeutil import now
 from . import report
 from .jobs import LogLine, TFJobClient, WaitTimedOut

@@ -24,8 +24,8 @@ import urllib.parse
 from types import TracebackType
 from typing import BinaryIO, Final
 
-from ..errors import ApiError
-from .rest import Rest
+from ..apiserver.errors import ApiError
+from ..apiserver.sync import Rest
 
 PROTOCOL: Final = "v4.channel.k8s.io"
 DATA, ERROR = 0, 1

@@ -45,12 +45,12 @@ from ..api import (
     TFJobApi,
     api_of,
 )
-from ..connection import load_connection
-from ..errors import ApiError
+from ..apiserver.connection import load_connection
+from ..apiserver.errors import ApiError
+from ..apiserver.sync import Rest
 from ..timeutil import now
 from . import report
 from .forward import PortForward
-from .rest import Rest
 from .results import results_in
 from .views import FINISHED, Replica, TFJob, training_container_status
 

@@ -56,7 +56,7 @@ from ..api import (
     JobRef,
     TFJobApi,
 )
-from ..errors import ApiError
+from ..apiserver.errors import ApiError
 from ..events import WARNING, Event
 from ..job_view import JobView
 from ..observe import FlavorObservation, PriorityClass, WorkloadObservation, observe_workload

@@ -52,7 +52,7 @@ from ..api import (
     TFJOB_DEV,
     JobRef,
 )
-from ..errors import ApiError
+from ..apiserver.errors import ApiError
 from ..events import NORMAL, WARNING, Event
 from ..job_view import JobView
 from ..kube import APPS, NETWORKING

@@ -22,11 +22,10 @@ from contextlib import contextmanager
 from http.client import HTTPResponse
 from typing import Any, Final
 
-from ..connection import Connection, TokenSource
-from ..errors import ApiError, watch_event
+from . import JSON
+from .connection import Connection, TokenSource
+from .errors import ApiError, watch_event
 
-JSON: Final = "application/json"
-MERGE_PATCH: Final = "application/merge-patch+json"
 #: The longest a request may take, a stream's wait for its next line excepted.
 TIMEOUT_SECONDS: Final = 30.0
 #: Tries of a replace that conflicts with another writer of the same object.

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import yaml
 
-from .timeutil import from_rfc3339
+from ..timeutil import from_rfc3339
 
 SERVICE_ACCOUNT_DIR: Final = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 #: How long a token read from a file is used before the file is read again.
