@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client, config
 
 from tfjob_localcluster import diagnose
 from tfjob_localcluster.addons import chart
@@ -41,12 +40,17 @@ from tfjob_localcluster.binaries import cache_root
 from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.images.catalog import PROJECT_IMAGES
 from tfjob_localcluster.kind.cluster import KindCluster, unavailable
+from tfjob_operator.apiserver.connection import load_connection
+from tfjob_operator.apiserver.errors import ApiError
+from tfjob_operator.apiserver.sync import Rest
+from tfjob_operator.client import TFJobClient
 from tfjob_operator.client.results import results_in
 
 ROOT = Path(__file__).resolve().parent.parent
 
 EXAMPLES = ("mnist-mwms.yaml", "mnist-pss.yaml")
 NAMESPACE = "demo"
+JOBS = f"/apis/tfjob.dev/v1/namespaces/{NAMESPACE}/tfjobs"
 STARTED = time.monotonic()
 STALL_SECONDS = 45.0
 
@@ -137,9 +141,8 @@ def localcluster(command: str, state_dir: Path, *args: str) -> subprocess.Comple
 class Progress:
     """Prints what changed since the last look: job states, pods, trainer lines."""
 
-    def __init__(self, api: client.ApiClient) -> None:
-        self.core = client.CoreV1Api(api)
-        self.custom = client.CustomObjectsApi(api)
+    def __init__(self, rest: Rest) -> None:
+        self.rest = rest
         self.states: dict[str, tuple[str, str]] = {}
         self.pods: dict[str, str] = {}
         self.log_lines: dict[str, int] = {}
@@ -150,16 +153,16 @@ class Progress:
         say(message)
 
     def poll(self) -> list[dict[str, Any]]:
-        jobs = self.custom.list_namespaced_custom_object("tfjob.dev", "v1", NAMESPACE, "tfjobs")
-        for job in jobs["items"]:
+        jobs: list[dict[str, Any]] = self.rest.get(JOBS)["items"]
+        for job in jobs:
             self._job(job)
-        pods = self.core.list_namespaced_pod(NAMESPACE).items
+        pods = self.rest.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
         for pod in pods:
             self._pod(pod)
-        for gone in set(self.pods) - {p.metadata.name for p in pods}:
+        for gone in set(self.pods) - {p["metadata"]["name"] for p in pods}:
             del self.pods[gone]
             self.say(f"  pod/{gone:<24} deleted")
-        return list(jobs["items"])
+        return jobs
 
     def _job(self, job: dict[str, Any]) -> None:
         name = job["metadata"]["name"]
@@ -173,10 +176,10 @@ class Progress:
             self.states[name] = state
             self.say(f"tfjob/{name}: {state[0]:<10} {state[1]}")
 
-    def _pod(self, pod: Any) -> None:
-        name = pod.metadata.name
-        phase = pod.status.phase or "Pending"
-        if pod.metadata.deletion_timestamp:
+    def _pod(self, pod: dict[str, Any]) -> None:
+        name = pod["metadata"]["name"]
+        phase = (pod.get("status") or {}).get("phase") or "Pending"
+        if pod["metadata"].get("deletionTimestamp"):
             phase = "Terminating"
         if self.pods.get(name) != phase:
             self.pods[name] = phase
@@ -185,17 +188,16 @@ class Progress:
             self._trainer_lines(name)
 
     @staticmethod
-    def _leads(pod: Any) -> bool:
-        labels = pod.metadata.labels or {}
+    def _leads(pod: dict[str, Any]) -> bool:
+        labels = pod["metadata"].get("labels") or {}
         return (
             labels.get("tfjob.dev/job-role") == "chief"
             or labels.get("tfjob.dev/replica-type") == "evaluator"
         )
 
     def _trainer_lines(self, pod: str) -> None:
-        try:
-            log = self.core.read_namespaced_pod_log(pod, NAMESPACE, container="tensorflow")
-        except client.ApiException:
+        log = trainer_log(self.rest, pod)
+        if log is None:
             return
         lines = log.splitlines()
         for line in lines[self.log_lines.get(pod, 0) :]:
@@ -204,18 +206,24 @@ class Progress:
         self.log_lines[pod] = len(lines)
 
 
-def results(core: client.CoreV1Api, pod: str) -> dict[str, Any] | None:
+def trainer_log(rest: Rest, pod: str) -> str | None:
+    """The log of the pod's trainer; None while there is none to read."""
     try:
-        log = core.read_namespaced_pod_log(pod, NAMESPACE, container="tensorflow")
-    except client.ApiException:
+        return rest.text(
+            f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}/log", {"container": "tensorflow"}
+        )
+    except (ApiError, OSError):
         return None
-    found = results_in(log.splitlines())
+
+
+def results(rest: Rest, pod: str) -> dict[str, Any] | None:
+    log = trainer_log(rest, pod)
+    found = results_in(log.splitlines()) if log is not None else []
     return found[0] if found else None
 
 
-def report(api: client.ApiClient, jobs: list[dict[str, Any]]) -> bool:
+def report(rest: Rest, jobs: list[dict[str, Any]]) -> bool:
     banner("Results")
-    core = client.CoreV1Api(api)
     succeeded = True
     for job in sorted(jobs, key=lambda j: j["metadata"]["name"]):
         name = job["metadata"]["name"]
@@ -225,7 +233,7 @@ def report(api: client.ApiClient, jobs: list[dict[str, Any]]) -> bool:
         print(f"  {name}: {state}, restarts {status.get('restartCount', 0)}")
         leader = "chief-0" if "Chief" in job["spec"]["tfReplicaSpecs"] else "worker-0"
         for pod, role in ((f"{name}-{leader}", "trained"), (f"{name}-evaluator-0", "evaluated")):
-            found = results(core, pod)
+            found = results(rest, pod)
             if found is None:
                 continue
             print(
@@ -243,39 +251,39 @@ def run(kubeconfig: str, timeout: float) -> bool:
     say("helm upgrade --install tfjob-operator charts/tfjob-operator")
     install_operator(kubeconfig, say=say)
     say("the operator is running (a pod from its image, under the chart's service account)")
-    api = config.new_client_from_config(config_file=kubeconfig)
-    core = client.CoreV1Api(api)
-    for node in core.list_node().items:
+    rest = Rest(load_connection(kubeconfig))
+    for node in rest.get("/api/v1/nodes")["items"]:
         say(describe_node(node))
-    with contextlib.suppress(client.ApiException):
-        core.delete_namespace(NAMESPACE)  # a kept cluster may hold an earlier demo's jobs
-    while _exists(core, NAMESPACE):
+    namespace = f"/api/v1/namespaces/{NAMESPACE}"
+    with contextlib.suppress(ApiError):
+        rest.request("DELETE", namespace)  # a kept cluster may hold an earlier demo's jobs
+    while _exists(rest, namespace):
         time.sleep(0.5)
-    core.create_namespace({"metadata": {"name": NAMESPACE}})
-    while not core.list_namespaced_service_account(NAMESPACE).items:
+    rest.request("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+    while not rest.get(f"{namespace}/serviceaccounts")["items"]:
         time.sleep(0.2)
     banner(f"Submitting {', '.join('examples/' + e for e in EXAMPLES)}")
-    custom = client.CustomObjectsApi(api)
+    client = TFJobClient(NAMESPACE, rest=rest)
     for name in EXAMPLES:
         # As `kubectl apply -f` does: the claim the example mounts (once), then the job.
-        *claims, job = [d for d in yaml.safe_load_all((ROOT / "examples" / name).read_text()) if d]
+        path = ROOT / "examples" / name
+        claims = [
+            d["metadata"]["name"]
+            for d in yaml.safe_load_all(path.read_text())
+            if d and d.get("kind") == "PersistentVolumeClaim"
+        ]
+        job = client.create(path)
         for claim in claims:
-            try:
-                core.create_namespaced_persistent_volume_claim(NAMESPACE, claim)
-                say(f"created persistentvolumeclaim/{claim['metadata']['name']}")
-            except client.ApiException as error:
-                if error.status != 409:
-                    raise
-        custom.create_namespaced_custom_object("tfjob.dev", "v1", NAMESPACE, "tfjobs", job)
-        say(f"created tfjob/{job['metadata']['name']}")
+            say(f"persistentvolumeclaim/{claim} (created if absent)")
+        say(f"created tfjob/{job.name}")
     banner("Training (job states, pods, and the chief's and evaluator's progress)")
-    progress = Progress(api)
+    progress = Progress(rest)
     stall = diagnose.StallWatch(STALL_SECONDS)
 
     def diagnosis() -> str:
         return (
-            f"{diagnose.describe_pods(core, NAMESPACE)}\noperator:\n"
-            f"{diagnose.describe_pods(core, chart.NAMESPACE, chart.SELECTOR)}"
+            f"{diagnose.describe_pods(rest, NAMESPACE)}\noperator:\n"
+            f"{diagnose.describe_pods(rest, chart.NAMESPACE, chart.SELECTOR)}"
         )
 
     deadline = time.monotonic() + timeout
@@ -283,8 +291,7 @@ def run(kubeconfig: str, timeout: float) -> bool:
     while not all((j.get("status") or {}).get("state") in ("Succeeded", "Failed") for j in jobs):
         stall.observe(progress.printed)
         stall.check("training", diagnosis)
-        operator = core.list_namespaced_pod(chart.NAMESPACE, label_selector=chart.SELECTOR).items
-        reason = chart.operator_stuck(operator)
+        reason = chart.operator_stuck(chart.operator_pods(rest))
         if reason is not None:
             raise DemoError(f"the operator stopped working ({reason}):\n{diagnosis()}")
         if time.monotonic() > deadline:
@@ -296,25 +303,27 @@ def run(kubeconfig: str, timeout: float) -> bool:
     for _ in range(5):
         time.sleep(1)
         progress.poll()
-    return report(api, jobs)
+    return report(rest, jobs)
 
 
-def describe_node(node: client.V1Node) -> str:
+def describe_node(node: dict[str, Any]) -> str:
     """`node N: Ready, kubelet v1.34.4, containerd://1.6.20, 4 nvidia.com/gpu`."""
-    ready = next((c.status for c in node.status.conditions or [] if c.type == "Ready"), "?")
-    info = node.status.node_info
-    gpus = (node.status.allocatable or {}).get("nvidia.com/gpu", "0")
+    status = node.get("status") or {}
+    conditions = status.get("conditions") or []
+    ready = next((c["status"] for c in conditions if c["type"] == "Ready"), "?")
+    info = status.get("nodeInfo") or {}
+    gpus = (status.get("allocatable") or {}).get("nvidia.com/gpu", "0")
     return (
-        f"node {node.metadata.name}: Ready={ready}, kubelet {info.kubelet_version}, "
-        f"{info.container_runtime_version}, {gpus} nvidia.com/gpu"
+        f"node {node['metadata']['name']}: Ready={ready}, kubelet {info.get('kubeletVersion')}, "
+        f"{info.get('containerRuntimeVersion')}, {gpus} nvidia.com/gpu"
     )
 
 
-def _exists(core: client.CoreV1Api, namespace: str) -> bool:
+def _exists(rest: Rest, path: str) -> bool:
     try:
-        core.read_namespace(namespace)
-    except client.ApiException as error:
-        if error.status == 404:
+        rest.get(path)
+    except ApiError as error:
+        if error.not_found:
             return False
         raise
     return True

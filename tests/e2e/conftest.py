@@ -12,14 +12,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client
 from support import summary
 from support.backends import RELEASE_NAMESPACE, SCENARIO_KEY, Backend
-from support.tfjobs import TFJobs
+from support.tfjobs import TFJobs, rest_of
 from support.waiting import wait_until
 
 from tfjob_localcluster.addons.chart import SELECTOR
 from tfjob_localcluster.diagnose import describe_pods
+from tfjob_operator.apiserver.errors import ApiError
 
 #: The section of the pytest output (support/summary.py) with each scenario's wall time.
 WALL_TIMES = "e2e scenarios: wall time"
@@ -28,19 +28,19 @@ WALL_TIMES = "e2e scenarios: wall time"
 @pytest.fixture
 def tfjobs(backend: Backend, request: pytest.FixtureRequest) -> Iterator[TFJobs]:
     """A fresh namespace in the backend's cluster, with TFJob helpers bound to it."""
-    core = client.CoreV1Api(backend.api_client)
     name = f"e2e-{request.node.originalname.removeprefix('test_')[:30].replace('_', '-')}"
     name = f"{name.rstrip('-')}-{secrets.token_hex(3)}"
-    core.create_namespace({"metadata": {"name": name}})
+    tfjobs = TFJobs(backend.kubeconfig, name)
+    tfjobs.rest.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
     wait_until(
-        lambda: core.list_namespaced_service_account(name).items,
+        lambda: tfjobs.rest.get(f"/api/v1/namespaces/{name}/serviceaccounts")["items"],
         30,
         f"the ServiceAccount {name}/default",
         interval=0.2,
     )
     request.node.stash[SCENARIO_KEY] = (backend, name)
-    yield TFJobs(backend.kubeconfig, name)
-    core.delete_namespace(name, propagation_policy="Background")
+    yield tfjobs
+    tfjobs.delete_namespace()
 
 
 @pytest.fixture(autouse=True)
@@ -67,12 +67,12 @@ def diagnosis(backend: Backend, namespace: str) -> str:
         health = f"{backend.name} cluster: running"
     except Exception as error:  # what stopped, in the cluster's words
         health = f"{backend.name} cluster: {error}"
-    core = client.CoreV1Api(backend.api_client)
+    rest = rest_of(backend.kubeconfig)
     try:
         pods = (
-            f"{describe_pods(core, namespace)}\n"
-            f"operator:\n{describe_pods(core, RELEASE_NAMESPACE, SELECTOR)}"
+            f"{describe_pods(rest, namespace)}\n"
+            f"operator:\n{describe_pods(rest, RELEASE_NAMESPACE, SELECTOR)}"
         )
-    except client.ApiException as error:
-        pods = f"(no pods read: {error.status} {error.reason})"
+    except (ApiError, OSError) as error:
+        pods = f"(no pods read: {error})"
     return f"{health}\n{pods}"

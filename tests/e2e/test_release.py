@@ -222,7 +222,7 @@ def install(target: Target, chart: str, version: str, *extra: str) -> None:
         target.kubeconfig, "upgrade", "--install", RELEASE, chart, "--version", version,
         "--namespace", NAMESPACE, "--create-namespace", "--plain-http", *extra,
     )  # fmt: skip
-    wait_available(target.api, NAMESPACE, timeout=300)
+    wait_available(target.kubeconfig, NAMESPACE, timeout=300)
 
 
 def uninstall(target: Target) -> None:
@@ -381,7 +381,7 @@ def test_kubectl_apply_of_install_yaml_runs_the_pinned_operator(
     manifest = str(release.out / "install.yaml")
     fresh_cluster.kubectl("apply", "--server-side", "-f", manifest)
     try:
-        wait_available(fresh_cluster.api, NAMESPACE, timeout=300)
+        wait_available(fresh_cluster.kubeconfig, NAMESPACE, timeout=300)
         operator = release.image("operator")
         assert_runs_pinned(fresh_cluster, f"{operator['reference']}@{operator['digest']}")
     finally:

@@ -12,7 +12,6 @@ import time
 from typing import Any
 
 import pytest
-from kubernetes import client
 from support.backends import Backend
 from support.builders import GENERATION_ENV
 from support.examples import example, set_args
@@ -232,9 +231,7 @@ def test_worker_over_its_memory_limit_is_oom_killed_and_retried(tfjobs: TFJobs) 
     assert results(tfjobs, "mnist-mwms-worker-0")["accuracy"] >= 0.9
 
 
-def test_a_peer_that_never_starts_is_diagnosed_within_a_minute(
-    backend: Backend, tfjobs: TFJobs
-) -> None:
+def test_a_peer_that_never_starts_is_diagnosed_within_a_minute(tfjobs: TFJobs) -> None:
     """9. Worker 1 can never be scheduled: worker 0 waits in the strategy's setup, says
     for which peer and why, and the diagnosis the demo prints shows both replicas."""
     job = example("mnist-mwms.yaml")
@@ -246,7 +243,7 @@ def test_a_peer_that_never_starts_is_diagnosed_within_a_minute(
     started = time.monotonic()
     wait_for_log(tfjobs, "mnist-mwms-worker-0", "still waiting for its peers", timeout=60)
     assert time.monotonic() - started < 60
-    report = describe_pods(client.CoreV1Api(backend.api_client), tfjobs.namespace)
+    report = describe_pods(tfjobs.rest, tfjobs.namespace)
     assert "pod/mnist-mwms-chief-0: Pending (not scheduled: Unschedulable" in report
     assert "pod/mnist-mwms-worker-0: Running" in report
     waiting = next(line for line in report.splitlines() if "still waiting" in line)

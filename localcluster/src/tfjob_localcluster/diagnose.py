@@ -8,18 +8,20 @@ still waiting for (tfjob_trainer.peers), so for TensorFlow the last log lines sa
 replica waits for which peer. Used by `make demo` when it sees no progress and by the
 e2e tests when one fails.
 
-    print(describe_pods(core_v1, "demo"))
+    print(describe_pods(Rest(load_connection(kubeconfig)), "demo"))
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubernetes import client
-
 from tfjob_localcluster.errors import LocalClusterError
+from tfjob_operator.apiserver.errors import ApiError
+from tfjob_operator.apiserver.sync import Rest
+
+Obj = Mapping[str, Any]
 
 LOG_LINES = 6
 EVENTS = 4
@@ -38,97 +40,104 @@ STUCK_REASONS = frozenset(
 )
 
 
-def describe_pods(core: client.CoreV1Api, namespace: str, selector: str | None = None) -> str:
-    pods = core.list_namespaced_pod(namespace, label_selector=selector or "").items
+def describe_pods(rest: Rest, namespace: str, selector: str | None = None) -> str:
+    query = {"labelSelector": selector} if selector else None
+    pods = rest.get(f"/api/v1/namespaces/{namespace}/pods", query).get("items") or []
     if not pods:
         return f"no pods in namespace {namespace}" + (f" matching {selector}" if selector else "")
-    return "\n".join(describe_pod(core, pod) for pod in sorted(pods, key=_name))
+    return "\n".join(describe_pod(rest, pod) for pod in sorted(pods, key=_name))
 
 
-def _name(pod: Any) -> str:
-    return str(pod.metadata.name)
+def _name(pod: Obj) -> str:
+    return str(pod["metadata"]["name"])
 
 
-def describe_pod(core: client.CoreV1Api, pod: Any) -> str:
-    name, namespace = pod.metadata.name, pod.metadata.namespace
-    lines = [f"pod/{name}: {pod.status.phase}{_unscheduled(pod)}"]
-    for event in _events(core, namespace, name)[-EVENTS:]:
-        lines.append(f"  event {event.type} {event.reason}: {event.message}")
-    for status in (pod.status.init_container_statuses or []) + (
-        pod.status.container_statuses or []
-    ):
-        lines.append(f"  container {status.name}: {container_state(status)}")
+def describe_pod(rest: Rest, pod: Obj) -> str:
+    name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+    lines = [f"pod/{name}: {(pod.get('status') or {}).get('phase')}{_unscheduled(pod)}"]
+    for event in _events(rest, namespace, name)[-EVENTS:]:
+        lines.append(f"  event {event.get('type')} {event.get('reason')}: {event.get('message')}")
+    for status in _container_statuses(pod):
+        lines.append(f"  container {status['name']}: {container_state(status)}")
         # A container waiting to be restarted has no log yet: its predecessor's says why.
-        previous = bool(status.state.waiting and status.restart_count)
-        for line in _log_tail(core, namespace, name, status.name, previous):
+        previous = bool((status.get("state") or {}).get("waiting") and status.get("restartCount"))
+        for line in _log_tail(rest, namespace, name, status["name"], previous):
             lines.append(f"    log{' (previous)' if previous else ''}| {line}")
     return "\n".join(lines)
 
 
-def container_state(status: Any) -> str:
-    state, last = status.state, status.last_state
-    if state.waiting:
-        text = f"waiting, {state.waiting.reason}"
-        if state.waiting.message:
-            text += f": {state.waiting.message}"
-    elif state.terminated:
-        text = f"terminated, {state.terminated.reason} (exit code {state.terminated.exit_code})"
-    elif state.running:
-        text = "running" + ("" if status.ready else ", not ready")
+def _container_statuses(pod: Obj) -> list[Obj]:
+    status = pod.get("status") or {}
+    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def container_state(status: Obj) -> str:
+    state, last = status.get("state") or {}, status.get("lastState") or {}
+    if waiting := state.get("waiting"):
+        text = f"waiting, {waiting.get('reason')}"
+        if waiting.get("message"):
+            text += f": {waiting['message']}"
+    elif terminated := state.get("terminated"):
+        text = f"terminated, {terminated.get('reason')} (exit code {terminated.get('exitCode')})"
+    elif "running" in state:
+        text = "running" + ("" if status.get("ready") else ", not ready")
     else:
         text = "no state yet"
-    if status.restart_count:
-        text += f"; {status.restart_count} restart(s)"
-    if last and last.terminated:
-        text += f"; last ended {last.terminated.reason} (exit code {last.terminated.exit_code})"
+    if restarts := status.get("restartCount"):
+        text += f"; {restarts} restart(s)"
+    if ended := last.get("terminated"):
+        text += f"; last ended {ended.get('reason')} (exit code {ended.get('exitCode')})"
     return text
 
 
-def stuck(pod: Any) -> str | None:
+def stuck(pod: Obj) -> str | None:
     """Why the pod cannot make progress by waiting, or None."""
-    for status in (pod.status.init_container_statuses or []) + (
-        pod.status.container_statuses or []
-    ):
-        waiting = status.state.waiting
+    for status in _container_statuses(pod):
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
         # One crash may be bad luck at start; CrashLoopBackOff after two is a pattern.
-        if (
-            waiting
-            and waiting.reason in STUCK_REASONS
-            and (waiting.reason != "CrashLoopBackOff" or status.restart_count >= 2)
+        if reason in STUCK_REASONS and (
+            reason != "CrashLoopBackOff" or (status.get("restartCount") or 0) >= 2
         ):
-            return f"{pod.metadata.name}: {waiting.reason}"
+            return f"{_name(pod)}: {reason}"
     return None
 
 
-def _unscheduled(pod: Any) -> str:
-    for condition in pod.status.conditions or []:
-        if condition.type == "PodScheduled" and condition.status == "False":
-            return f" (not scheduled: {condition.reason}: {condition.message})"
+def _unscheduled(pod: Obj) -> str:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return f" (not scheduled: {condition.get('reason')}: {condition.get('message')})"
     return ""
 
 
-def _events(core: client.CoreV1Api, namespace: str, name: str) -> list[Any]:
+def _events(rest: Rest, namespace: str, name: str) -> list[Obj]:
     try:
-        events = core.list_namespaced_event(
-            namespace, field_selector=f"involvedObject.name={name}"
-        ).items
-    except client.ApiException:
+        listed = rest.get(
+            f"/api/v1/namespaces/{namespace}/events",
+            {"fieldSelector": f"involvedObject.name={name}"},
+        )
+    except (ApiError, OSError):
         return []
+    events: list[Obj] = listed.get("items") or []
     return sorted(
-        events, key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp
+        events,
+        key=lambda e: str(
+            e.get("lastTimestamp") or e.get("eventTime") or e["metadata"].get("creationTimestamp")
+        ),
     )
 
 
-def _log_tail(
-    core: client.CoreV1Api, namespace: str, name: str, container: str, previous: bool
-) -> list[str]:
+def _log_tail(rest: Rest, namespace: str, name: str, container: str, previous: bool) -> list[str]:
+    query: dict[str, str | int | bool] = {
+        "container": container,
+        "tailLines": LOG_LINES,
+        "previous": previous,
+    }
     try:
-        text = core.read_namespaced_pod_log(
-            name, namespace, container=container, tail_lines=LOG_LINES, previous=previous
-        )
-    except client.ApiException:
+        text = rest.text(f"/api/v1/namespaces/{namespace}/pods/{name}/log", query)
+    except (ApiError, OSError):
         return []
-    return [line[:300] for line in str(text).splitlines() if line.strip()][-LOG_LINES:]
+    return [line[:300] for line in text.splitlines() if line.strip()][-LOG_LINES:]
 
 
 class StallError(LocalClusterError):

@@ -10,18 +10,19 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client, config
 
 from tfjob_localcluster import diagnose
 from tfjob_localcluster.binaries import cache_root, locate
 from tfjob_localcluster.checkout import CHART
 from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.images.catalog import REGISTRY
+from tfjob_operator.apiserver.connection import load_connection
+from tfjob_operator.apiserver.sync import Rest
 
 RELEASE = "tfjob-operator"
 NAMESPACE = "tfjob-system"
@@ -104,47 +105,57 @@ def install_operator(
         "--create-namespace", *settings,
     )  # fmt: skip
     say("helm upgrade --install done; waiting for the operator's pod")
-    api = config.new_client_from_config(config_file=str(kubeconfig))
-    try:
-        wait_available(api, namespace, timeout)
-    finally:
-        api.close()
+    wait_available(kubeconfig, namespace, timeout)
 
 
-def operator_stuck(pods: Sequence[Any]) -> str | None:
+def operator_stuck(pods: Sequence[Mapping[str, Any]]) -> str | None:
     """Why one of the operator's pods cannot run (CrashLoopBackOff, ...), if one cannot."""
     for pod in pods:
         reason = diagnose.stuck(pod)
         if reason is not None:
-            return f"{pod.metadata.name}: {reason}"
+            return f"{pod['metadata']['name']}: {reason}"
     return None
 
 
-def wait_available(api: client.ApiClient, namespace: str, timeout: float) -> None:
-    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+def operator_pods(rest: Rest, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
+    """The pods of the chart's operator in `namespace`."""
+    listed = rest.get(f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": SELECTOR})
+    pods: list[dict[str, Any]] = listed.get("items") or []
+    return pods
+
+
+def wait_available(kubeconfig: str | Path, namespace: str, timeout: float) -> None:
+    """Until the chart's Deployment has rolled out in `namespace`; fails at once, with a
+    diagnosis, when its pod cannot get further or stops making progress."""
+    rest = Rest(load_connection(str(kubeconfig)))
     watch = diagnose.StallWatch()
     deadline = time.monotonic() + timeout
 
     def diagnosis() -> str:
-        return diagnose.describe_pods(core, namespace, SELECTOR)
+        return diagnose.describe_pods(rest, namespace, SELECTOR)
 
     while True:
-        deployment = apps.read_namespaced_deployment(RELEASE, namespace)
-        status, wanted = deployment.status, deployment.spec.replicas
+        deployment = rest.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/{RELEASE}")
+        status, wanted = deployment.get("status") or {}, deployment["spec"]["replicas"]
         if (
-            (status.observed_generation or 0) >= deployment.metadata.generation
-            and status.updated_replicas == wanted
-            and status.available_replicas == wanted
-            and not status.unavailable_replicas
+            status.get("observedGeneration", 0) >= deployment["metadata"]["generation"]
+            and status.get("updatedReplicas") == wanted
+            and status.get("availableReplicas") == wanted
+            and not status.get("unavailableReplicas")
         ):
             return
-        pods = core.list_namespaced_pod(namespace, label_selector=SELECTOR).items
+        pods = operator_pods(rest, namespace)
         reason = operator_stuck(pods)
         if reason is not None:
             raise InstallError(f"the operator cannot start ({reason}):\n{diagnosis()}")
         watch.observe(
             sorted(
-                (p.metadata.name, p.status.phase, str(p.status.container_statuses)) for p in pods
+                (
+                    p["metadata"]["name"],
+                    (p.get("status") or {}).get("phase"),
+                    str((p.get("status") or {}).get("containerStatuses")),
+                )
+                for p in pods
             )
         )
         watch.check("the operator's rollout", diagnosis)
