@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -167,6 +168,25 @@ def test_ps_and_evaluator_never_decide_success() -> None:
         pod(spec, "evaluator-0", "Succeeded", exit_code=0),
     ]
     assert written(run(spec, pods))["state"] != "Succeeded"
+
+
+def test_a_decision_is_a_function_of_its_inputs_and_changes_none_of_them() -> None:
+    """decide() reads the job's persisted status and returns a new one: asked twice, it
+    answers the same; the status it read, which the watch cache keeps, is as it was."""
+    status = settle(MWMS, [pod(MWMS, k) for k in ALL_MWMS])
+    kept = copy.deepcopy(status)
+    pods = [pod(MWMS, "chief-0"), pod(MWMS, "worker-0", "Failed", exit_code=137)]
+
+    def decided() -> tuple[Any, ...]:
+        plan = run(MWMS, pods, status)
+        creates = [c.name for c in (*plan.create_pods, *plan.create_services)]
+        return (plan.status, deleted(plan), creates, plan.events, plan.requeue_after)
+
+    first = decided()
+    assert first[0] is not None
+    assert first[0]["restartCount"] == 1
+    assert decided() == first
+    assert status == kept
 
 
 def test_mwms_retryable_failure_restarts_the_whole_group_once() -> None:
