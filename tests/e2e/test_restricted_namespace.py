@@ -24,7 +24,8 @@ import pytest
 import yaml
 from kubernetes import client
 from support.backends import RELEASE_NAMESPACE, Backend
-from support.cluster import Kubectl, create_namespace
+from support.cluster import Kubectl, create_namespace, delete_namespace
+from support.tfjobs import rest_of
 from support.waiting import wait_until
 
 from tfjob_localcluster.images.catalog import TRAINER
@@ -55,9 +56,9 @@ class Tenant:
 def tenant(backend: Backend, request: pytest.FixtureRequest) -> Iterator[Tenant]:
     """The namespace, made by the cluster's admin, with its two users' role bindings."""
     namespace = f"tenant-{request.node.callspec.id}"
-    core = client.CoreV1Api(backend.api_client)
+    rest = rest_of(backend.kubeconfig)
     rbac = client.RbacAuthorizationV1Api(backend.api_client)
-    create_namespace(core, namespace, RESTRICTED)
+    create_namespace(rest, namespace, RESTRICTED)
     users = {"alice": "edit", "bob": "view"}
     for user, role in users.items():
         rbac.create_namespaced_role_binding(
@@ -83,7 +84,7 @@ def tenant(backend: Backend, request: pytest.FixtureRequest) -> Iterator[Tenant]
             str(kubeconfigs["alice"]),
         )
     finally:
-        core.delete_namespace(namespace, propagation_policy="Background")
+        delete_namespace(rest, namespace)
 
 
 def test_an_edit_user_trains_a_scaffolded_job_with_its_tensorboard_in_a_restricted_namespace(

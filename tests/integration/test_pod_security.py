@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 import yaml
 from support.checkout import ROOT
-from support.cluster import create_namespace
+from support.cluster import create_namespace, delete_namespace
 
 from tfjob_localcluster.addons.chart import RELEASE, run_helm
 from tfjob_localcluster.checkout import CHART
 from tfjob_operator import scaffold
 from tfjob_operator.api import JobRef
+from tfjob_operator.apiserver.sync import Rest
 from tfjob_operator.integrations.tensorboard import board_spec, render_board
 from tfjob_operator.job_view import JobView
 from tfjob_operator.render import render_pod
@@ -81,11 +82,11 @@ def create_dry_run(kubectl: Any, namespace: str, pod: dict[str, Any]) -> Any:
 
 
 @pytest.fixture(scope="module")
-def restricted(core_v1: Any) -> Iterator[str]:
+def restricted(rest: Rest) -> Iterator[str]:
     name = "pod-security-restricted"
-    create_namespace(core_v1, name, RESTRICTED)
+    create_namespace(rest, name, RESTRICTED)
     yield name
-    core_v1.delete_namespace(name, propagation_policy="Background")
+    delete_namespace(rest, name)
 
 
 JOBS = shipped_jobs()

@@ -15,7 +15,9 @@ Loaded by `tests/conftest.py` (`pytest_plugins`).
 - `kubectl` (session): `kubectl("get", "pods", "-n", ns)` runs the pinned kubectl with
   that kubeconfig and returns the CompletedProcess (text); raises KubectlError with
   stderr on a non-zero exit unless `check=False`.
-- `k8s_client` (session): a `kubernetes.client.ApiClient`; `core_v1`: a CoreV1Api.
+- `rest` (session): the project's synchronous front to the cluster (apiserver/sync.py),
+  as its admin; `k8s_client` and `core_v1`: the `kubernetes` package's ApiClient and
+  CoreV1Api, a client independent of the project's, which tests read the cluster with.
 - `namespace` (function): a fresh namespace (its default ServiceAccount exists),
   deleted after the test without waiting.
 """
@@ -37,6 +39,9 @@ from support.waiting import wait_until
 from tfjob_localcluster.host import statedirs
 from tfjob_localcluster.images.catalog import BUSYBOX, PROJECT_IMAGES
 from tfjob_localcluster.local.cluster import LocalCluster
+from tfjob_operator.apiserver.connection import load_connection
+from tfjob_operator.apiserver.errors import ApiError
+from tfjob_operator.apiserver.sync import Rest
 
 log = logging.getLogger("tfjob_localcluster")
 
@@ -169,18 +174,24 @@ def namespace_name(test_name: str) -> str:
     return f"{slug or 'test'}-{secrets.token_hex(3)}"
 
 
-def create_namespace(core_v1: Any, name: str, labels: dict[str, str]) -> None:
+@pytest.fixture(scope="session")
+def rest(kubeconfig: str) -> Rest:
+    """The project's synchronous front (tfjob_operator.apiserver.sync) to the session's
+    cluster, as the cluster's admin."""
+    return Rest(load_connection(kubeconfig))
+
+
+def create_namespace(rest: Rest, name: str, labels: dict[str, str]) -> None:
     """Creates the namespace and returns once pods may be created in it: they are refused
     until the service account controller has made `default`."""
-    from kubernetes.client.exceptions import ApiException
-
-    core_v1.create_namespace({"metadata": {"name": name, "labels": labels}})
+    rest.request("POST", "/api/v1/namespaces", {"metadata": {"name": name, "labels": labels}})
+    account = f"/api/v1/namespaces/{name}/serviceaccounts/default"
 
     def default_account() -> bool:
         try:
-            core_v1.read_namespaced_service_account("default", name)
-        except ApiException as error:
-            if error.status != 404:
+            rest.get(account)
+        except ApiError as error:
+            if not error.not_found:
                 raise
             return False
         return True
@@ -188,17 +199,22 @@ def create_namespace(core_v1: Any, name: str, labels: dict[str, str]) -> None:
     wait_until(default_account, 30, f"the ServiceAccount {name}/default", interval=0.1)
 
 
-@pytest.fixture
-def namespace(request: pytest.FixtureRequest, core_v1: Any) -> Iterator[str]:
-    from kubernetes.client.exceptions import ApiException
+def delete_namespace(rest: Rest, name: str) -> None:
+    """Deletes the namespace in the background (its objects go with it), if it exists."""
+    try:
+        rest.request(
+            "DELETE", f"/api/v1/namespaces/{name}", query={"propagationPolicy": "Background"}
+        )
+    except ApiError as error:
+        if not error.not_found:
+            raise
 
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, rest: Rest) -> Iterator[str]:
     name = namespace_name(request.node.name)
-    create_namespace(core_v1, name, {NAMESPACE_LABEL: "true"})
+    create_namespace(rest, name, {NAMESPACE_LABEL: "true"})
     try:
         yield name
     finally:
-        try:
-            core_v1.delete_namespace(name, propagation_policy="Background")
-        except ApiException as error:
-            if error.status != 404:
-                raise
+        delete_namespace(rest, name)
