@@ -19,7 +19,6 @@ from .api import (
     JobRef,
     RestartPolicy,
 )
-from .integrations.gang import Gang, join_gang
 from .spec import JobSpec, Replica
 from .tfconfig import ENVIRONMENT_NAME, JobConfigs, encode, job_configs, tensorflow_port
 
@@ -55,10 +54,10 @@ def render_pod(
     generation: int,
     cluster_domain: str | None = None,
     configs: JobConfigs | None = None,
-    gang: Gang | None = None,
 ) -> dict[str, Any]:
-    """The replica's pod; `configs` are the job's TF_CONFIGs if the caller has them; a pod
-    of a `gang` names its scheduler and PodGroup."""
+    """The replica's pod; `configs` are the job's TF_CONFIGs if the caller has them. What an
+    integration adds to it (a gang's scheduler, a queue's placement) its gate adds once
+    open (integrations/base.py: Gate.dress)."""
     replica_spec = spec.replica_specs[replica.type]
     template = copy.deepcopy(dict(replica_spec.template))
     metadata = template.get("metadata") or {}
@@ -93,10 +92,7 @@ def render_pod(
     priority_class = spec.run_policy.scheduling.priority_class
     if priority_class and not pod_spec.get("priorityClassName"):
         pod_spec["priorityClassName"] = priority_class
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": pod_spec}
-    if gang is not None:
-        join_gang(pod, job.name, replica, gang)
-    return pod
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_metadata, "spec": pod_spec}
 
 
 def render_service(job: JobRef, spec: JobSpec, replica: Replica) -> dict[str, Any]:

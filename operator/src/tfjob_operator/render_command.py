@@ -12,7 +12,6 @@ import yaml
 from .api import APIS, KIND, JobRef, api_of
 from .integrations import Settings, integrations
 from .integrations.base import Stage
-from .integrations.gang import USUAL_GANG_SCHEDULERS, job_gang
 from .job_view import JobView
 from .render import render_pod, render_service
 from .spec import InvalidSpec, parse_spec
@@ -71,10 +70,13 @@ def children(
     for integration in enabled:
         if integration not in beside:
             yield from integration.preview(view, spec)
-    gang = job_gang(spec, USUAL_GANG_SCHEDULERS)
+    dressings = [d for i in enabled if (d := i.preview_dress(view, spec)) is not None]
     for replica in spec.replicas():
         yield render_service(ref, spec, replica)
-        yield render_pod(ref, spec, replica, 0, cluster_domain, gang=gang)
+        pod = render_pod(ref, spec, replica, 0, cluster_domain)
+        for dress in dressings:
+            dress(pod, replica)
+        yield pod
     for integration in beside:
         yield from integration.preview(view, spec)
 

@@ -30,6 +30,7 @@ from tfjob_operator.integrations.gang import (
     PodGroupWrites,
     gate,
     job_gang,
+    join_gang,
     released,
     render_pod_group,
     why_waiting,
@@ -116,7 +117,9 @@ def test_scheduler_plugins_pod_group_and_pods() -> None:
         "minResources": {"cpu": "3"},
         "scheduleTimeoutSeconds": 30,
     }
-    worker = render_pod(JOB, spec, Replica(spec.leader().type, 1), 0, gang=gang)  # type: ignore[union-attr]
+    worker_replica = Replica(spec.leader().type, 1)  # type: ignore[union-attr]
+    worker = render_pod(JOB, spec, worker_replica, 0)
+    join_gang(worker, JOB.name, worker_replica, gang)
     assert worker["spec"]["schedulerName"] == PLUGINS
     assert worker["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "mnist"
     assert "annotations" not in worker["metadata"]
@@ -135,7 +138,9 @@ def test_volcano_pod_group_counts_each_replica_type_and_names_the_queue() -> Non
         "queue": "research",
         "priorityClassName": "high",
     }
-    ps = render_pod(JOB, spec, Replica(list(spec.replica_specs)[1], 0), 0, gang=gang)
+    ps_replica = Replica(list(spec.replica_specs)[1], 0)
+    ps = render_pod(JOB, spec, ps_replica, 0)
+    join_gang(ps, JOB.name, ps_replica, gang)
     assert ps["metadata"]["annotations"] == {
         "scheduling.k8s.io/group-name": "mnist",
         "volcano.sh/task-spec": "ps",

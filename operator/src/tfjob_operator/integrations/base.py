@@ -213,6 +213,11 @@ class Integration(Generic[Observed, Writes]):
         raises InvalidSpec for what it refuses."""
         return ()
 
+    def preview_dress(self, job: JobView, spec: JobSpec) -> Dressing | None:
+        """What its open gate would add to each pod of a new job, for the same preview;
+        None where it adds nothing it can know before it has observed anything."""
+        return None
+
     def gate(
         self, job: JobView, spec: JobSpec, observed: Observed, *, pods_exist: bool, now: str
     ) -> Gate[Writes] | None:

@@ -29,7 +29,7 @@ from ..observe import PodGroupObservation, observe_pod_group
 from ..spec import InvalidSpec, JobSpec, Replica
 from ..watchcache import Resource, child_reader
 from . import base as gates
-from .base import Gate, Host, Integration, Outcome, Settled, Stage, Watched
+from .base import Dressing, Gate, Host, Integration, Outcome, Settled, Stage, Watched
 
 #: The scheduler names the two gang schedulers are deployed under by default.
 SCHEDULER_PLUGINS_NAME: Final = "scheduler-plugins-scheduler"
@@ -432,6 +432,10 @@ class GangScheduling(Integration[Ganged, PodGroupWrites]):
     def preview(self, job: JobView, spec: JobSpec) -> Sequence[dict[str, Any]]:
         gang = job_gang(spec, self.schedulers)
         return () if gang is None else (render_pod_group(job.ref, gang),)
+
+    def preview_dress(self, job: JobView, spec: JobSpec) -> Dressing | None:
+        gang = job_gang(spec, self.schedulers)
+        return None if gang is None else functools.partial(_join, job.ref.name, gang)
 
     def gate(
         self, job: JobView, spec: JobSpec, observed: Ganged, *, pods_exist: bool, now: str
