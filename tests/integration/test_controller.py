@@ -335,7 +335,7 @@ def test_replica_count_change_rerenders_tf_config(tfjobs: TFJobs) -> None:
         "three running workers",
     )
     for pod in pods:
-        env = {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
         assert '"worker":["scale-worker-0.' in env["TF_CONFIG"]
         assert "scale-worker-2." in env["TF_CONFIG"]
     job = tfjobs.wait_state("scale", "Running", 30)
