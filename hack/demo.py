@@ -264,17 +264,19 @@ def run(kubeconfig: str, timeout: float) -> bool:
         time.sleep(0.2)
     banner(f"Submitting {', '.join('examples/' + e for e in EXAMPLES)}")
     client = TFJobClient(NAMESPACE, rest=rest)
+    claimed: set[str] = set()
     for name in EXAMPLES:
         # As `kubectl apply -f` does: the claim the example mounts (once), then the job.
         path = ROOT / "examples" / name
-        claims = [
+        claims = {
             d["metadata"]["name"]
             for d in yaml.safe_load_all(path.read_text())
             if d and d.get("kind") == "PersistentVolumeClaim"
-        ]
+        }
         job = client.create(path)
-        for claim in claims:
-            say(f"persistentvolumeclaim/{claim} (created if absent)")
+        for claim in sorted(claims - claimed):
+            say(f"created persistentvolumeclaim/{claim}")
+        claimed |= claims
         say(f"created tfjob/{job.name}")
     banner("Training (job states, pods, and the chief's and evaluator's progress)")
     progress = Progress(rest)
