@@ -40,7 +40,6 @@ from tfjob_localcluster.binaries import cache_root
 from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.images.catalog import PROJECT_IMAGES
 from tfjob_localcluster.kind.cluster import KindCluster, unavailable
-from tfjob_operator.apiserver.connection import load_connection
 from tfjob_operator.apiserver.errors import ApiError
 from tfjob_operator.apiserver.sync import Rest
 from tfjob_operator.client import TFJobClient
@@ -251,7 +250,7 @@ def run(kubeconfig: str, timeout: float) -> bool:
     say("helm upgrade --install tfjob-operator charts/tfjob-operator")
     install_operator(kubeconfig, say=say)
     say("the operator is running (a pod from its image, under the chart's service account)")
-    rest = Rest(load_connection(kubeconfig))
+    rest = Rest.of_kubeconfig(kubeconfig)
     for node in rest.get("/api/v1/nodes")["items"]:
         say(describe_node(node))
     namespace = f"/api/v1/namespaces/{NAMESPACE}"

@@ -35,7 +35,6 @@ from tfjob_localcluster.addons.chart import (
 )
 from tfjob_localcluster.checkout import CHART
 from tfjob_localcluster.images.catalog import OPERATOR
-from tfjob_operator.apiserver.connection import load_connection
 from tfjob_operator.apiserver.sync import Rest
 from tfjob_operator.client.forward import PortForward
 
@@ -275,7 +274,7 @@ def test_metrics_are_served_over_https_to_a_reader_only(
             account: kubectl("create", "token", account, "-n", namespace).stdout.strip()
             for account in ("scraper", "tenant")
         }
-        rest = Rest(load_connection(kubeconfig))
+        rest = Rest.of_kubeconfig(kubeconfig)
         selector = "app.kubernetes.io/name=tfjob-operator"
         port = default_values()["metrics"]["port"]
         with PortForward(rest, release_namespace, selector, port) as forward:

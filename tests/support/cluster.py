@@ -39,7 +39,6 @@ from support.waiting import wait_until
 from tfjob_localcluster.host import statedirs
 from tfjob_localcluster.images.catalog import BUSYBOX, PROJECT_IMAGES
 from tfjob_localcluster.local.cluster import LocalCluster
-from tfjob_operator.apiserver.connection import load_connection
 from tfjob_operator.apiserver.errors import ApiError
 from tfjob_operator.apiserver.sync import Rest
 
@@ -178,7 +177,7 @@ def namespace_name(test_name: str) -> str:
 def rest(kubeconfig: str) -> Rest:
     """The project's synchronous front (tfjob_operator.apiserver.sync) to the session's
     cluster, as the cluster's admin."""
-    return Rest(load_connection(kubeconfig))
+    return Rest.of_kubeconfig(kubeconfig)
 
 
 def create_namespace(rest: Rest, name: str, labels: dict[str, str]) -> None:

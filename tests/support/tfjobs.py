@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 from support.builders import GROUP, PLURAL, VERSION
 from support.examples import claims
 from support.waiting import wait_until
-from tfjob_operator.apiserver.connection import load_connection
 from tfjob_operator.apiserver.errors import ApiError, WatchExpired
 from tfjob_operator.apiserver.sync import Rest
 from tfjob_operator.client import TFJobClient
@@ -25,7 +24,7 @@ Obj = dict[str, Any]
 
 def rest_of(kubeconfig: str | Path) -> Rest:
     """The product's synchronous client of the cluster `kubeconfig` names."""
-    return Rest(load_connection(str(kubeconfig)))
+    return Rest.of_kubeconfig(kubeconfig)
 
 
 class TFJobs:

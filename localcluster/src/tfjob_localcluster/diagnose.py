@@ -8,7 +8,7 @@ still waiting for (tfjob_trainer.peers), so for TensorFlow the last log lines sa
 replica waits for which peer. Used by `make demo` when it sees no progress and by the
 e2e tests when one fails.
 
-    print(describe_pods(Rest(load_connection(kubeconfig)), "demo"))
+    print(describe_pods(Rest.of_kubeconfig(kubeconfig), "demo"))
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ from tfjob_localcluster.binaries import cache_root, locate
 from tfjob_localcluster.checkout import CHART
 from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.images.catalog import REGISTRY
-from tfjob_operator.apiserver.connection import load_connection
 from tfjob_operator.apiserver.sync import Rest
 
 RELEASE = "tfjob-operator"
@@ -127,7 +126,7 @@ def operator_pods(rest: Rest, namespace: str = NAMESPACE) -> list[dict[str, Any]
 def wait_available(kubeconfig: str | Path, namespace: str, timeout: float) -> None:
     """Until the chart's Deployment has rolled out in `namespace`; fails at once, with a
     diagnosis, when its pod cannot get further or stops making progress."""
-    rest = Rest(load_connection(str(kubeconfig)))
+    rest = Rest.of_kubeconfig(kubeconfig)
     watch = diagnose.StallWatch()
     deadline = time.monotonic() + timeout
 

@@ -20,10 +20,11 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from http.client import HTTPResponse
+from pathlib import Path
 from typing import Any, Final
 
 from . import JSON
-from .connection import Connection, TokenSource
+from .connection import Connection, TokenSource, load_connection
 from .errors import ApiError, watch_event
 
 #: The longest a request may take, a stream's wait for its next line excepted.
@@ -43,6 +44,14 @@ class Rest:
         #: The TLS context of its connections (None for http://), for port-forward.py too.
         self.ssl_context = _ssl_context(connection)
         self._token_lock = threading.Lock()
+
+    @classmethod
+    def of_kubeconfig(
+        cls, kubeconfig: str | Path | None = None, context: str | None = None
+    ) -> Rest:
+        """As the kubeconfig says, at `context` or its current one (none: $KUBECONFIG or
+        ~/.kube/config; in a pod, its service account), as kubectl reads it."""
+        return cls(load_connection(None if kubeconfig is None else str(kubeconfig), context))
 
     @classmethod
     def at(cls, server: str, ssl_context: ssl.SSLContext | None = None) -> Rest:

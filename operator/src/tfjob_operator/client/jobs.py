@@ -45,7 +45,6 @@ from ..api import (
     TFJobApi,
     api_of,
 )
-from ..apiserver.connection import load_connection
 from ..apiserver.errors import ApiError
 from ..apiserver.sync import Rest
 from ..timeutil import now
@@ -93,7 +92,7 @@ class TFJobClient:
         """`kubeconfig` and `context` as kubectl takes them (default: $KUBECONFIG or
         ~/.kube/config at its current context; in a pod, its service account). `namespace`
         defaults to the context's, as kubectl's does."""
-        self.rest = rest or Rest(load_connection(kubeconfig, context))
+        self.rest = rest or Rest.of_kubeconfig(kubeconfig, context)
         self.namespace = namespace or self.rest.connection.namespace
 
     # -- create ---------------------------------------------------------------------------
