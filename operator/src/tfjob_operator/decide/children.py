@@ -79,16 +79,19 @@ def create_missing(
     pods_wait: bool,
 ) -> Draft:
     """Creates absent pods and services; a restarting group waits for its old pods, and
-    every pod for a gate when `pods_wait`; the gates passed dress the pods."""
+    every pod for a gate when `pods_wait`; the gates passed dress the pods. The creates are
+    gathered and added to the draft once: a job may have thousands of replicas."""
     training_blocked = any(
         p.replica is not None and p.replica.type is not ReplicaType.EVALUATOR for p in stale
     )
     gates = draft.passed
+    services: list[Creation] = []
+    pods: list[tuple[Replica, Creation]] = []
     for key, replica in desired.items():
         name = replica.name(seen.ref.name)
         if name not in seen.occupied_service_names:
             render = functools.partial(render_service, seen.ref, spec, replica)
-            draft = draft.creating_service(Creation(name, render))
+            services.append(Creation(name, render))
         if pods_wait or draft.succeeded_in(replica):
             continue
         if key in current or name in seen.occupied_pod_names:
@@ -105,8 +108,8 @@ def create_missing(
             configs,
             gates,
         )
-        draft = draft.creating_pod(replica, Creation(name, render))
-    return draft
+        pods.append((replica, Creation(name, render)))
+    return draft.creating_children(services, pods)
 
 
 def clean_up(

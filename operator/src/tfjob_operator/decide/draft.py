@@ -9,7 +9,7 @@ given, never on which step ran before it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,12 +115,15 @@ class Draft:
         """Deciding again at most `seconds` from now: the soonest of every reason to."""
         return dataclasses.replace(self, requeue_after=soonest(self.requeue_after, seconds))
 
-    def creating_service(self, creation: Creation) -> Draft:
-        return dataclasses.replace(self, create_services=(*self.create_services, creation))
-
-    def creating_pod(self, replica: Replica, creation: Creation) -> Draft:
+    def creating_children(
+        self, services: Sequence[Creation], pods: Sequence[tuple[Replica, Creation]]
+    ) -> Draft:
+        """With these services, and these replicas' pods, created."""
         return dataclasses.replace(
-            self, create_pods=(*self.create_pods, creation), creating=(*self.creating, replica)
+            self,
+            create_services=(*self.create_services, *services),
+            create_pods=(*self.create_pods, *(creation for _, creation in pods)),
+            creating=(*self.creating, *(replica for replica, _ in pods)),
         )
 
     def deleting_pod(
