@@ -26,7 +26,8 @@ export KERAS_HOME ?= $(TFJOB_CACHE)/keras
 PYTEST_ARGS ?=
 # Tests' temporary files (pytest's tmp_path, clients' certificate files) go to the cache,
 # not the host's /tmp.
-PYTEST := mkdir -p $(TFJOB_CACHE)/tmp && TMPDIR=$(TFJOB_CACHE)/tmp $(BIN)/pytest
+IN_CACHE_TMP := mkdir -p $(TFJOB_CACHE)/tmp && TMPDIR=$(TFJOB_CACHE)/tmp
+PYTEST := $(IN_CACHE_TMP) $(BIN)/pytest
 BENCH_ARGS ?=
 CHAOS_ARGS ?=
 DEMO_ARGS ?=
@@ -65,7 +66,7 @@ binaries: ## Build every Go-built tool of hack/go-tools.txt (Kubernetes, etcd, h
 	hack/build-binaries.sh all
 
 # What a local cluster with the chart needs (`make images`, `demo`, `cluster`); kind too for
-# `make demo DEMO_ARGS=--kind`. `make test` builds every tool (binaries).
+# `make demo DEMO_ARGS=--kind`. `make test` builds the other tools beside its tests.
 CLUSTER_TOOLS := kubernetes etcd coredns local-path-provisioner helm nodetools $(if $(findstring --kind,$(DEMO_ARGS)),kind)
 
 cluster-binaries:
@@ -96,11 +97,15 @@ typecheck: env ## mypy, strict, on all the Python: product, harnesses, hack/ and
 # release's own clusters), side by side.
 STREAMS := -n 2 --dist loadgroup
 
-test: env images binaries lint typecheck ## Everything that runs here: lint, types, unit, integration, e2e (each scenario once)
-	$(PYTEST) $(STREAMS) $(PYTEST_ARGS)
+# The Go-built tools only later tests use (`make binaries` beyond what `make images` built)
+# are built beside the tests, on the cores they leave idle (hack/beside-builds.sh).
+BESIDE_BUILDS := $(IN_CACHE_TMP) hack/beside-builds.sh $(BIN)/pytest
 
-test-full: env images binaries lint typecheck ## make test with every e2e scenario on the local cluster and on kind (the nightly workflow)
-	$(PYTEST) $(STREAMS) --backends local,kind $(PYTEST_ARGS)
+test: env images lint typecheck ## Everything that runs here: lint, types, unit, integration, e2e (each scenario once)
+	$(BESIDE_BUILDS) $(STREAMS) $(PYTEST_ARGS)
+
+test-full: env images lint typecheck ## make test with every e2e scenario on the local cluster and on kind (the nightly workflow)
+	$(BESIDE_BUILDS) $(STREAMS) --backends local,kind $(PYTEST_ARGS)
 
 unit: env ## Unit tests only
 	$(PYTEST) -m unit $(PYTEST_ARGS)

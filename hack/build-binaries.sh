@@ -7,9 +7,17 @@
 # to a scratch directory and renamed when complete, so an interrupted build leaves nothing
 # half-made.
 #
-#   hack/build-binaries.sh [TOOL...|all]   (default: what the local cluster runs:
-#                                           kubernetes etcd coredns local-path-provisioner helm nodetools)
+#   hack/build-binaries.sh [--claimed FILE] [TOOL...|all]
+#                       (default: what the local cluster runs:
+#                        kubernetes etcd coredns local-path-provisioner helm nodetools)
 #   hack/build-binaries.sh --print-dir TOOL  prints where TOOL's binaries live
+#
+# Before building anything, the script claims every tool it will build: it holds a lock on
+# `<cache>/bin/.<tool>-<version>.building` until that tool's binaries are in place (or the
+# build failed). A program that finds a binary missing waits while its tool is claimed
+# (tfjob_localcluster.binaries), so `make test` builds the tools only its later tests use
+# beside its first ones (hack/beside-builds.sh). --claimed FILE creates FILE once the claims
+# are held.
 #
 # TFJOB_CACHE overrides the cache root (default: ~/.cache/tfjob-operator); Go's GOPATH and
 # build cache are under it (go/, go-build/) unless GOPATH or GOCACHE is set, and so are the
@@ -95,6 +103,14 @@ all_present() {
   for name in "$@"; do [ -x "$dir/$name" ] || return 1; done
 }
 
+# Whether every binary of a tool's row is in its directory.
+is_built() {
+  local pairs pair names=()
+  read -r _ _ _ pairs < <(row_of "$1")
+  for pair in $pairs; do names+=("${pair%%=*}"); done
+  all_present "$(tool_dir "$1")" "${names[@]}"
+}
+
 # Builds one tool by its row's recipe into a scratch directory, then moves its binaries
 # into place, one rename each.
 build() {
@@ -103,7 +119,7 @@ build() {
   for pair in $pairs; do names+=("${pair%%=*}"); pkgs+=("${pair#*=}"); done
   version=$(version_of "$tool")
   dir=$(tool_dir "$tool")
-  if all_present "$dir" "${names[@]}"; then log "$tool $version: present in $dir"; return; fi
+  if is_built "$tool"; then log "$tool $version: present in $dir"; return; fi
   log "$tool $version: building ${names[*]}"
   scratch=$(mktemp -d "$cache/bin/.$tool-build.XXXXXX")
   case "$recipe" in
@@ -118,7 +134,26 @@ build() {
   for pair in "${names[@]}"; do mv -f "$scratch/$pair" "$dir/$pair"; done
   rm -rf "$scratch"
   built=yes
+  release_claim "$tool"
   log "$tool $version: built into $dir"
+}
+
+# The claims' lock descriptors by tool. A claim's file is removed before its lock is
+# released, so a program that opens it afterwards finds the binaries in place instead.
+declare -A claims=()
+claim_file() { echo "$(tool_dir "$1" | sed 's#/\([^/]*\)$#/.\1#').building"; }
+claim() {
+  local fd
+  exec {fd}>"$(claim_file "$1")"
+  flock "$fd"
+  claims[$1]=$fd
+}
+release_claim() {
+  local fd=${claims[$1]:-}
+  [ -n "$fd" ] || return 0
+  rm -f "$(claim_file "$1")"
+  exec {fd}>&-
+  unset "claims[$1]"
 }
 
 # The linker flags of a tool's binaries: stripped; helm's also say its version and the
@@ -203,26 +238,39 @@ build_kubernetes() {
   run_logged kubernetes-build env -C "$mod" go build -v -trimpath -ldflags "-s -w ${ldflags[*]}" -o "$scratch/" "${cmds[@]}"
 }
 
+claimed_file=
+if [ "${1:-}" = "--claimed" ]; then
+  claimed_file=${2:?--claimed needs a file}
+  shift 2
+fi
 if [ "${1:-}" = "--print-dir" ]; then
   tool_dir "${2:?--print-dir needs a tool name}"
   exit 0
 fi
 
-command -v go >/dev/null || { echo "build-binaries: the Go toolchain is required (go not on PATH)" >&2; exit 1; }
-# The toolchain's own usage counters (telemetry) go to XDG_CONFIG_HOME's go/telemetry:
-# the cache's config/, not ~/.config. GOENV keeps the user's `go env -w` settings read
-# (where go looks for them by default; asking `go env` would count in ~/.config).
-export GOENV=${GOENV:-${XDG_CONFIG_HOME:-$HOME/.config}/go/env} XDG_CONFIG_HOME=$cache/config
-mkdir -p "$cache/bin" "$cache/src"
-# One build at a time per cache; scratch dirs of an interrupted build are never reused.
-exec 9>"$cache/.build.lock"
-flock 9
-rm -rf "$cache"/bin/.*-build.* 2>/dev/null || true
-
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(kubernetes etcd coredns local-path-provisioner helm nodetools)
 [ "${tools[0]}" = all ] && mapfile -t tools < <(tool_names)
 for tool in "${tools[@]}"; do row_of "$tool" >/dev/null || exit 2; done
+missing=()
+for tool in "${tools[@]}"; do is_built "$tool" || missing+=("$tool"); done
+# What is built needs neither Go nor the lock: a program asking for built tools while a
+# build runs (`make test`'s, beside its tests) goes on at once.
+if [ ${#missing[@]} -gt 0 ]; then
+  command -v go >/dev/null || { echo "build-binaries: the Go toolchain is required (go not on PATH)" >&2; exit 1; }
+  # The toolchain's own usage counters (telemetry) go to XDG_CONFIG_HOME's go/telemetry:
+  # the cache's config/, not ~/.config. GOENV keeps the user's `go env -w` settings read
+  # (where go looks for them by default; asking `go env` would count in ~/.config).
+  export GOENV=${GOENV:-${XDG_CONFIG_HOME:-$HOME/.config}/go/env} XDG_CONFIG_HOME=$cache/config
+  mkdir -p "$cache/bin" "$cache/src"
+  # One build at a time per cache; scratch dirs of an interrupted build are never reused,
+  # and a claim left by one (its lock gone with its process) is a stale file.
+  exec 9>"$cache/.build.lock"
+  flock 9
+  rm -rf "$cache"/bin/.*-build.* "$cache"/bin/.*.building 2>/dev/null || true
+  for tool in "${missing[@]}"; do is_built "$tool" || claim "$tool"; done
+fi
+[ -z "$claimed_file" ] || touch "$claimed_file"
 for tool in "${tools[@]}"; do build "$tool"; done
 # The compiled packages (about 10 GB once every tool is built) serve only the next build of
 # a new version, which Go's module cache (kept) already makes offline: the project's own

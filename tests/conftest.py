@@ -18,6 +18,7 @@ pytest_plugins = [
     "support.kueue",
     "support.streams",
     "support.summary",
+    "support.tool_builds",
 ]
 
 TESTS = Path(__file__).resolve().parent

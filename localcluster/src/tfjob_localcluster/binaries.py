@@ -5,13 +5,22 @@ the pinned versions from hack/versions.env; the cache root is `$TFJOB_CACHE`
 (default `~/.cache/tfjob-operator`, honouring `$XDG_CACHE_HOME`), with one directory
 per tool and version: `<cache>/bin/<tool>-<version>/`. The project's own node tools
 (localcluster/nodetools) are versioned by a digest of their sources, as the script computes it.
+
+A tool the script is building (`make test` builds the tools its later tests use beside its
+first ones, hack/beside-builds.sh) is claimed: the script holds a lock on
+`<cache>/bin/.<tool>-<version>.building` until the binaries are in place. A binary asked
+for while its tool is claimed is waited for, saying so each minute, rather than missing.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import functools
 import hashlib
+import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +62,63 @@ def tools() -> dict[str, Tool]:
 
 class MissingBinaryError(LocalClusterError):
     """A pinned binary has not been built into the cache yet."""
+
+
+log = logging.getLogger(__name__)
+#: How often a wait for a claimed tool says it still waits.
+CLAIM_REPORT_SECONDS = 60.0
+#: How often a wait for a claimed tool looks at its claim.
+CLAIM_POLL_SECONDS = 1.0
+#: The longest a tool's build may keep a waiting program waiting: the longest build of a
+#: cold run on a slow day (Kubernetes, 14 min) thrice, for a build at the lowest priority.
+CLAIM_WAIT_LIMIT_SECONDS = 45 * 60.0
+
+
+def claim_path(directory: Path) -> Path:
+    """Where hack/build-binaries.sh claims the tool it builds into `directory`."""
+    return directory.with_name(f".{directory.name}.building")
+
+
+def claimed(directory: Path) -> bool:
+    """Whether a build holds the claim on the tool of `directory` now."""
+    try:
+        descriptor = os.open(claim_path(directory), os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as locked:
+        if locked.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return True
+        raise
+    finally:
+        os.close(descriptor)
+    return False
+
+
+def await_build(directory: Path, limit: float = CLAIM_WAIT_LIMIT_SECONDS) -> float:
+    """Waits while a build claims the tool of `directory`, saying so each minute; the
+    seconds waited. A claim held past `limit` is a stalled build: MissingBinaryError."""
+    start = time.monotonic()
+    next_report = start
+    while claimed(directory):
+        now = time.monotonic()
+        logs = directory.parent.parent / "logs"
+        if now - start > limit:
+            raise MissingBinaryError(
+                f"{directory.name} is still being built after {limit:.0f} s "
+                f"(hack/build-binaries.sh; its log in {logs})"
+            )
+        if now >= next_report:
+            log.info(
+                "%s is being built (hack/build-binaries.sh, its log in %s): waited %.0f s",
+                directory.name,
+                logs,
+                now - start,
+            )
+            next_report = now + CLAIM_REPORT_SECONDS
+        time.sleep(CLAIM_POLL_SECONDS)
+    return time.monotonic() - start
 
 
 def parse_versions(text: str) -> dict[str, str]:
@@ -124,6 +190,8 @@ class Binaries:
         for tool in tools().values():
             if binary in tool.binaries:
                 found = tool_dir(tool.name, self.versions, self.cache) / binary
+                if not os.access(found, os.X_OK):
+                    await_build(found.parent)
                 if not os.access(found, os.X_OK):
                     version = self.versions.get(tool.version_key, "")
                     raise MissingBinaryError(
