@@ -7,7 +7,7 @@ import pytest
 # The support package's asserts are rewritten as the tests' are: it is imported here,
 # before pytest_plugins would have registered its modules for that.
 pytest.register_assert_rewrite("support")
-from support import streams  # noqa: E402
+from support import streams, tool_builds  # noqa: E402
 from support.early_runs import EarlyRuns, marked_run  # noqa: E402
 
 pytest_plugins = [
@@ -43,7 +43,9 @@ FOLDER_TIERS["e2e"].add("kind")
 #: The order the folders run in: the pyramid from its base, so that a failure that needs no
 #: cluster shows within a minute, and the TensorFlow processes of tests/trainer do not share
 #: the two cores with a session cluster idling until the end. Each module stays whole (its
-#: module-scoped fixtures are set up once); pytest's own order holds within a folder.
+#: module-scoped fixtures are set up once); within a folder, the modules with a test that
+#: needs a Go-built tool (support/tool_builds.py), which a cold run may still be building
+#: beside the tests, come after the others, in pytest's own order as the others are.
 FOLDER_ORDER = ("unit", "tools", "trainer", "cluster", "e2e", "integration")
 #: The tests of the `apart` stream (support/streams.py), which needs none of the session's
 #: local cluster: in each folder, the markers that put a test there. Every other test is
@@ -133,7 +135,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         streams.assign(item, streams.APART if apart or apart_module else streams.SESSION_CLUSTER)
     if wrong:
         raise pytest.UsageError("tests whose tier marker is missing or wrong:\n" + "\n".join(wrong))
-    items.sort(key=lambda item: _folder_rank(_folder(item)))
+    needing_tools = {item.path for item in items if tool_builds.tools_needed(item)}
+    items.sort(key=lambda item: (_folder_rank(_folder(item)), item.path in needing_tools))
 
 
 def _tiers(item: pytest.Item) -> set[str]:

@@ -19,25 +19,35 @@ from tfjob_localcluster import binaries
 #: The summary's section of the waits (support/summary.py).
 SECTION = "tests that waited for a Go-built tool's build beside them"
 
-#: The fixtures that run a Go-built tool beside a cluster, and the tool each runs.
-FIXTURE_TOOLS = {
-    "oci_registry": "registry",
-    "kind_cluster": "kind",
-    "kueue": "kueue",
-    "coscheduling": "scheduler-plugins",
-    "volcano": "volcano",
+#: What makes a test need a Go-built tool: a fixture that runs it beside a cluster, or a
+#: parameter by which a fixture asks for that fixture (`request.getfixturevalue`: the
+#: backend `kind`, a gang scheduler by name); the tools each needs.
+NEEDS = {
+    "oci_registry": ("registry",),
+    "kind_cluster": ("registry", "kind"),
+    "kind": ("registry", "kind"),
+    "kueue": ("kueue",),
+    "coscheduling": ("scheduler-plugins",),
+    "scheduler-plugins": ("scheduler-plugins",),
+    "volcano": ("volcano",),
 }
 
 
-def tools_needed(fixturenames: list[str]) -> list[str]:
-    """The tools the fixtures a test uses run, in FIXTURE_TOOLS' order."""
-    return [tool for fixture, tool in FIXTURE_TOOLS.items() if fixture in fixturenames]
+def tools_needed(item: pytest.Item) -> list[str]:
+    """The tools a test needs (NEEDS) by the fixtures it uses and by its parameters' values,
+    in the order hack/go-tools.txt builds them."""
+    names = set(getattr(item, "fixturenames", ()))
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None:
+        names |= {value for value in callspec.params.values() if isinstance(value, str)}
+    needed = {tool for name in names for tool in NEEDS.get(name, ())}
+    return [tool for tool in binaries.tools() if tool in needed]
 
 
 # First: around pytest-timeout's own wrapper, whose limit starts inside it.
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None]:
-    for tool in tools_needed(list(getattr(item, "fixturenames", ()))):
+    for tool in tools_needed(item):
         waited = binaries.await_build(binaries.tool_dir(tool))
         if waited >= 1:
             summary.add(SECTION, f"{item.nodeid}: {waited:.0f} s for {tool}")
