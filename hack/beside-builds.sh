@@ -6,7 +6,7 @@
 # slow day) build while the first tests run on the cores they leave idle. A program that
 # finds a binary missing while its tool is claimed by the build waits for it
 # (tfjob_localcluster.binaries), and a test that needs one waits before its time limit
-# starts (tests/conftest.py). With every tool built, the build is done at once.
+# starts (tests/support/tool_builds.py). With every tool built, the build is done at once.
 #
 #   hack/beside-builds.sh COMMAND [ARG...]
 #

@@ -119,7 +119,7 @@ build() {
   for pair in $pairs; do names+=("${pair%%=*}"); pkgs+=("${pair#*=}"); done
   version=$(version_of "$tool")
   dir=$(tool_dir "$tool")
-  if is_built "$tool"; then log "$tool $version: present in $dir"; return; fi
+  if all_present "$dir" "${names[@]}"; then log "$tool $version: present in $dir"; return; fi
   log "$tool $version: building ${names[*]}"
   scratch=$(mktemp -d "$cache/bin/.$tool-build.XXXXXX")
   case "$recipe" in

@@ -101,9 +101,9 @@ def await_build(directory: Path, limit: float = CLAIM_WAIT_LIMIT_SECONDS) -> flo
     seconds waited. A claim held past `limit` is a stalled build: MissingBinaryError."""
     start = time.monotonic()
     next_report = start
+    logs = directory.parent.parent / "logs"
     while claimed(directory):
         now = time.monotonic()
-        logs = directory.parent.parent / "logs"
         if now - start > limit:
             raise MissingBinaryError(
                 f"{directory.name} is still being built after {limit:.0f} s "
