@@ -7,7 +7,7 @@ compiled."""
 from __future__ import annotations
 
 import subprocess
-import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -89,7 +89,7 @@ def test_a_tool_asked_for_while_it_is_built_is_waited_for(kind_build: Build) -> 
     assert binaries.claimed(directory)
     pool, asked = asked_for(kind_build)
     with pool:
-        threading.Event().wait(1.5)
+        time.sleep(1.5)
         assert not asked.done(), "the binary was handed out before it was built"
         kind_build.proceed.touch()
         assert asked.result(timeout=30) == directory / "kind"
