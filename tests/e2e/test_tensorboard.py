@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from support import summary
+from support import browser, summary
 from support.backends import Backend
 from support.browser import chromium, poll_page, screenshot
 from support.examples import example, set_args
@@ -113,8 +113,15 @@ def served_in_cluster(core: client.CoreV1Api, namespace: str, url: str) -> str:
     return log
 
 
+@pytest.fixture(scope="module")
+def browser_installed() -> None:
+    """Chromium, installed before the job starts: on a fresh machine its install outlasts
+    the training the test watches."""
+    browser.install()
+
+
 def test_a_job_on_a_claim_with_its_tensorboard(
-    backend: Backend, tfjobs: TFJobs, tmp_path: Path
+    backend: Backend, tfjobs: TFJobs, tmp_path: Path, browser_installed: None
 ) -> None:
     job = set_args(example("mnist-tensorboard.yaml"), ["--epochs", str(EPOCHS)])
     job["spec"]["tensorboard"]["ttlSecondsAfterFinished"] = TTL_SECONDS

@@ -29,10 +29,16 @@ ARTIFACTS = ROOT / "test-artifacts"
 T = TypeVar("T")
 
 
+def install() -> None:
+    """Chromium and its driver, installed where missing (a minute on a fresh machine: a
+    test that watches something under way installs them before it starts it)."""
+    packages.ensure(["chromium", "chromedriver"])
+
+
 @contextmanager
 def chromium(home: Path, width: int = 1400, height: int = 1000) -> Iterator[WebDriver]:
     """A headless Chromium whose files all live under `home`."""
-    packages.ensure(["chromium", "chromedriver"])
+    install()
     home.mkdir(parents=True, exist_ok=True)
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
