@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import pytest
-from support.builders import shell_replica, tfjob
+from support.builders import ending_jobs, shell_replica, tfjob
 from support.tfjobs import PodCreations, TFJobs, condition
 
 from harness.operator_process import OperatorProcess
@@ -389,22 +389,64 @@ def _metric_samples(operator: Any) -> dict[str, float]:
 
 
 def test_metrics_count_jobs_pods_and_reconciles(tfjobs: TFJobs, operator: Any) -> None:
+    """A job that succeeds, one that fails and one that restarts, counted in the test's
+    namespace under Kubeflow's names and the operator's own; one deleted."""
     # The operator is shared by the session: compare with what it had counted before.
     before = _metric_samples(operator)
-    tfjobs.create(tfjob("metrics", {"Worker": shell_replica("sleep 1", 2)}))
-    tfjobs.wait_state("metrics", "Succeeded", 60)
+    jobs = ending_jobs()
+    for manifest, _ in jobs.values():
+        tfjobs.create(manifest)
+    ended = {name: tfjobs.wait_state(name, state, 90) for name, (_, state) in jobs.items()}
     after = _metric_samples(operator)
 
     def grew(name: str) -> float:
         return after[name] - before.get(name, 0.0)
 
-    assert grew("tfjob_operator_pods_created_total") == 2
-    assert grew("tfjob_operator_services_created_total") == 2
-    assert after['tfjob_operator_jobs{state="Succeeded"}'] >= 1
+    namespace = tfjobs.namespace
+
+    def kubeflow(samples: dict[str, float], what: str) -> float:
+        labels = f'framework="tensorflow",job_namespace="{namespace}"'
+        return samples.get(f"training_operator_jobs_{what}_total{{{labels}}}", 0.0)
+
+    counted = {what: kubeflow(after, what) for what in ("created", "successful", "failed")}
+    assert counted == {"created": 3, "successful": 2, "failed": 1}
+    assert kubeflow(after, "restarted") == ended["restarts"]["status"]["restartCount"] == 1
+    mine = f'job_namespace="{namespace}"'
+    assert after[f'tfjob_operator_jobs{{{mine},state="Succeeded"}}'] == 2
+    assert after[f'tfjob_operator_jobs{{{mine},state="Failed"}}'] == 1
+    assert after[f'tfjob_operator_restarts_total{{{mine},reason="ExitCode"}}'] == 1
+    # Consistent with the conditions: the reason a job ended with is its condition's.
+    failed_reason = condition(ended["fails"], "Failed")["reason"]
+    assert (
+        after[
+            f'tfjob_operator_jobs_finished_total{{{mine},reason="{failed_reason}",state="Failed"}}'
+        ]
+        == 1
+    )
+    assert after[f'tfjob_operator_job_duration_seconds_count{{{mine},state="Succeeded"}}'] == 2
+    # One start each: the restarted job's second run is not a start.
+    assert after[f"tfjob_operator_job_start_seconds_count{{{mine}}}"] == 3
+    assert grew("tfjob_operator_pods_created_total") == 5  # 2 + 1 + 2 (the restarted pod twice)
+    assert grew("tfjob_operator_services_created_total") == 4
     assert grew("tfjob_operator_reconcile_duration_seconds_count") >= 3
     # Where the time went: changes waiting for their reconcile, writes for a slot and for
-    # the API server's answer (2 pods and 2 services created; success decided).
+    # the API server's answer (pods and services created; success decided).
     assert grew("tfjob_operator_queue_wait_seconds_count") >= 3
     assert grew('tfjob_operator_write_duration_seconds_count{priority="child"}') >= 4
     assert grew('tfjob_operator_write_wait_seconds_count{priority="decision"}') >= 1
     assert grew("tfjob_operator_reconcile_errors_total") == 0
+
+    # The log's lines about a job carry it as fields.
+    uid = ended["restarts"]["metadata"]["uid"]
+    fields = f"[namespace={namespace} name=restarts uid={uid}]"
+    restarting = [line for line in operator.log_lines() if "TFJobRestarting: " in line]
+    assert [line for line in restarting if line.endswith(fields)], restarting[-3:]
+
+    tfjobs.delete("succeeds")
+    tfjobs.wait_gone("succeeds")
+    deadline = time.monotonic() + 30
+    while kubeflow(_metric_samples(operator), "deleted") < 1 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    gone = _metric_samples(operator)
+    assert kubeflow(gone, "deleted") == 1
+    assert gone[f'tfjob_operator_jobs{{{mine},state="Succeeded"}}'] == 1

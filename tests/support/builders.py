@@ -117,6 +117,29 @@ def tfjob(
     }
 
 
+def ending_jobs() -> dict[str, tuple[Manifest, str]]:
+    """Three TFJobs and the state each ends in: one that succeeds (2 workers), one that
+    fails (its worker exits 3 under Never) and one that restarts once (its worker exits
+    137 under ExitCode) and then succeeds. Each runs longer than the operator takes to
+    write that it runs (2 s at most), so that each starts once."""
+    flaky = '[ "$GENERATION" = 0 ] && { sleep 4; exit 137; }; sleep 1'
+    return {
+        "succeeds": (tfjob("succeeds", {"Worker": shell_replica("sleep 4", 2)}), "Succeeded"),
+        "fails": (
+            tfjob("fails", {"Worker": shell_replica("sleep 4; exit 3", policy="Never")}),
+            "Failed",
+        ),
+        "restarts": (
+            tfjob(
+                "restarts",
+                {"Worker": shell_replica(flaky, policy="ExitCode")},
+                runPolicy={"backoffLimit": 3},
+            ),
+            "Succeeded",
+        ),
+    }
+
+
 # -- what the operator observes (unit tests) ------------------------------------------------
 
 NOW = datetime(2026, 11, 22, 12, 0, 0, tzinfo=UTC)

@@ -39,6 +39,7 @@ from .events import NORMAL, WARNING, Event, EventSeries, event_object, repeat_pa
 from .integrations.base import Integration, Observation, Stage
 from .job_view import JobView
 from .limits import CONCURRENT_RECONCILES, INVALID_POD_GRACE_SECONDS
+from .logs import about_job
 from .mergepatch import merge_patch
 from .metrics import Metrics
 from .observe import (
@@ -252,9 +253,10 @@ class Controller:
             self._expected.pop(key, None)
             self._refusals.pop(key, None)
             self._progress_since.pop(key, None)
-            self.metrics.job_state(key, None)
+            self.metrics.job_deleted(key)
             return GONE
         job, younger = jobs[0], jobs[1:]
+        about_job(job.ref)
         for other in younger:
             if not await self._refuse_name(other, job.ref):
                 return CONFLICT_RETRY_SECONDS
@@ -301,12 +303,11 @@ class Controller:
                 job.resource_version if written != job.resource_version else None
             )
             self._progress_since.pop(key, None)
+            self.metrics.status_written(job, plan.status, plan.restarted, self.clock.now())
             self.metrics.job_state(key, plan.status["state"])
-            self.metrics.restarts.inc(plan.restarts)
         else:
             self.metrics.job_state(key, job.status.get("state") or "Created")
-        for event in plan.events:
-            self._record(job, event)
+        self._report(job, plan.events)
         host = _IntegrationHost(self, job, expected)
         look_again = plan.requeue_after
         for integration, writes in plan.integration_writes:
@@ -333,8 +334,10 @@ class Controller:
             return True
         patch = merge_patch(job.status, plan.status)
         if await self.writes.patch_status(job.ref, job.resource_version, patch, decision=True):
-            for event in plan.events:
-                self._record(job, event)
+            # Another TFJob than the one the job's key counts the state of: its transitions
+            # count, its state does not.
+            self.metrics.status_written(job, plan.status, (), self.clock.now())
+            self._report(job, plan.events)
             return True
         return False
 
@@ -367,6 +370,14 @@ class Controller:
         if wait > 0:
             return dataclasses.replace(plan, status=None).looking_again_within(wait)
         return plan
+
+    def _report(self, job: JobView, events: Iterable[Event]) -> None:
+        """A decision's events: the job's transitions, in the log as in its events
+        (`decide` reports each once)."""
+        for event in events:
+            level = logging.WARNING if event.type == WARNING else logging.INFO
+            logger.log(level, "%s: %s", event.reason, event.message, extra={"job": job.ref})
+            self._record(job, event)
 
     def _record(self, job: JobView, event: Event) -> None:
         """Posts an event without waiting for it: events never hold up a decision. A repeat
@@ -488,13 +499,14 @@ class Controller:
             1,
         )
         refusal, new = refusals.record(first, name, self.clock.monotonic())
+        self.metrics.refused(job.ref.namespace, kind, error.reason)
         self._record(job, Event(WARNING, refusal.condition_reason, refusal.describe(), name))
         (logger.warning if new else logger.debug)(
-            "tfjob %s/%s: %s (retrying in %.0fs)",
-            job.ref.namespace,
-            job.ref.name,
+            "%s: %s (retrying in %.0fs)",
+            refusal.condition_reason,
             refusal.describe(),
             refusals.retry_in((kind, name), self.clock.monotonic()),
+            extra={"replica": refusal.replica},
         )
 
 

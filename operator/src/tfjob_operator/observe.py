@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from .api import (
@@ -29,6 +30,15 @@ _STARTING = frozenset({"ContainerCreating", "PodInitializing"})
 _NODE_REASONS = frozenset(
     {"Evicted", "Preempting", "Shutdown", "NodeShutdown", "Terminated", "NodeLost"}
 )
+
+
+class RestartCause(StrEnum):
+    """Why the operator restarted a job's replicas: the `reason` of its restart metric."""
+
+    #: A container exited with a code its restart policy retries.
+    EXIT_CODE = "ExitCode"
+    #: Every failed pod was taken away (evicted, preempted, its node lost).
+    DISRUPTED = "Disrupted"
 
 
 @dataclass(frozen=True)

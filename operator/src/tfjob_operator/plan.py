@@ -14,6 +14,7 @@ from typing import Any
 from . import status as status_of
 from .events import Event
 from .integrations.base import Integration
+from .observe import RestartCause
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,9 @@ class Plan:
     #: Each integration's writes (integrations/base.py: `settle`), in the integrations'
     #: order; one that has nothing to write is absent.
     integration_writes: tuple[tuple[Integration[Any, Any], Any], ...] = ()
-    #: Restarts of the job this decision counted (written to the status first).
-    restarts: int = 0
+    #: The causes of the restarts of the job this decision counted, one each (written to
+    #: the status first).
+    restarted: tuple[RestartCause, ...] = ()
     #: How soon the new status is written: a decision before any child is touched, ahead of
     #: other jobs' writes; progress a moment later (status.py).
     status_write: status_of.StatusWrite = status_of.StatusWrite.PROGRESS

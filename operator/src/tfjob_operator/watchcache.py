@@ -33,6 +33,7 @@ from .api import LABEL_JOB_NAME
 from .apiserver.aio import ApiServerClient, collection_path, raise_for, unavailable
 from .apiserver.errors import ApiError, WatchExpired
 from .backoff import delay_after
+from .metrics import WatchCause
 
 logger = logging.getLogger(__name__)
 
@@ -171,7 +172,7 @@ class Watch(Generic[T]):
                         await asyncio.wait_for(self._maybe_served.wait(), ABSENT_RECHECK_SECONDS)
                     continue
                 await self._watch(version)
-                self.restarted("relist")
+                self.restarted(WatchCause.RELIST)
                 logger.info("watch of %s expired (410 Gone): listing again", self.describe)
             except (aiohttp.ClientError, TimeoutError, ApiError, ValueError) as error:
                 failures += 1
@@ -232,7 +233,7 @@ class Watch(Generic[T]):
                 if not await self._follow():
                     return
                 failures = 0
-                self.restarted("resume")
+                self.restarted(WatchCause.RESUME)
             except (aiohttp.ClientError, TimeoutError, ApiError) as error:
                 if not (unavailable(error) or _forbidden(error)):
                     raise
@@ -243,7 +244,7 @@ class Watch(Generic[T]):
         """Waits after the `failures`-th failure in a row, `error` the last; `then` says
         what comes next."""
         delay = delay_after(error, failures, FIRST_BACKOFF_SECONDS, MAX_BACKOFF_SECONDS)
-        self.restarted("error")
+        self.restarted(WatchCause.ERROR)
         logger.warning("watch of %s failed (%s); %s in %.0fs", self.describe, error, then, delay)
         await asyncio.sleep(delay)
 

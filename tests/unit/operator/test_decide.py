@@ -22,7 +22,7 @@ from support.builders import (
 
 from tfjob_operator.api import KUBEFLOW, JobRef
 from tfjob_operator.job_view import JobView
-from tfjob_operator.observe import PodObservation, WorkloadObservation
+from tfjob_operator.observe import PodObservation, RestartCause, WorkloadObservation
 from tfjob_operator.plan import Plan
 from tfjob_operator.refusals import Refusal
 from tfjob_operator.spec import MAX_CHILD_NAME, MAX_REPLICAS
@@ -206,6 +206,7 @@ def test_mwms_retryable_failure_restarts_the_whole_group_once() -> None:
     assert deleted(plan) == ["mnist-chief-0", "mnist-worker-0", "mnist-worker-1"]
     assert plan.create_pods == (), "the new group waits until the old pods are gone"
     assert [e.reason for e in plan.events] == ["TFJobRestarting"]
+    assert plan.restarted == (RestartCause.EXIT_CODE,)
 
     # The survivors die on their own (exit 42) while being deleted: the same restart.
     survivors = [
@@ -216,6 +217,7 @@ def test_mwms_retryable_failure_restarts_the_whole_group_once() -> None:
     again = run(MWMS, survivors, plan.status)
     assert settle(MWMS, survivors, plan.status)["restartCount"] == 1
     assert deleted(again) == ["mnist-worker-0"]
+    assert again.restarted == (), "the same restart is counted once"
     assert again.create_pods == ()
 
     # Once every old pod is gone, the group comes back at generation 1.
@@ -313,6 +315,7 @@ def test_disruption_is_retried_whatever_the_policy(disruption: dict[str, Any]) -
     plan = run(spec, pods, settle(spec, []))
     assert written(plan)["state"] == "Restarting"
     assert written(plan)["restartCount"] == 1
+    assert plan.restarted == (RestartCause.DISRUPTED,)
 
 
 def test_pod_deleted_by_someone_else_is_a_retryable_disruption() -> None:

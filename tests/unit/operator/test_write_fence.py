@@ -132,6 +132,7 @@ def test_a_throttled_write_is_tried_again_no_sooner_than_retry_after() -> None:
     async def scenario(api: ApiServerClient) -> None:
         status, _ = await api.send("POST", POD, body={"metadata": {"name": "p"}})
         assert status == 201
+        assert b"tfjob_operator_api_throttled_total 1.0" in api.metrics.exposition()
 
     run(server, scenario)
     first, second = server.arrived

@@ -292,6 +292,8 @@ class ApiServerClient:
             if status == 401 and not refreshed:
                 refreshed = True
                 continue
+            if status == 429:
+                self.metrics.throttled.inc()
             if asked is None or not (status == 429 or status >= 500) or tries >= max_tries:
                 break
             wait = jittered(min(asked, MAX_RETRY_AFTER_SECONDS))

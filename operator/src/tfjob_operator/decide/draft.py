@@ -18,7 +18,7 @@ from ..api import ConditionType
 from ..conditions import Condition
 from ..events import Event
 from ..integrations.base import Gate
-from ..observe import PodObservation, ServiceObservation
+from ..observe import PodObservation, RestartCause, ServiceObservation
 from ..plan import Creation, Deletion, soonest
 from ..spec import Replica
 from .seen import Seen
@@ -47,8 +47,8 @@ class Draft:
     #: asked; the open ones dress the pods this decision creates.
     gates: Mapping[str, Gate[Any]] = field(default_factory=dict)
     requeue_after: float | None = None
-    #: Restarts of the job this decision counted.
-    restarts: int = 0
+    #: The causes of the restarts of the job this decision counted, one each.
+    restarted: tuple[RestartCause, ...] = ()
     #: ttlSecondsAfterFinished has passed.
     delete_job: bool = False
 

@@ -15,7 +15,7 @@ from ..events import NORMAL, WARNING
 from ..failure_policy import past_backoff_limit, restart_group
 from ..integrations.base import Stage
 from ..job_view import JobView
-from ..observe import Failure, PodObservation
+from ..observe import Failure, PodObservation, RestartCause
 from ..refusals import Refusal
 from ..spec import REPLICA_ORDER, InvalidSpec, JobSpec, Replica
 from ..timeutil import from_rfc3339
@@ -148,10 +148,12 @@ def restart(
     names = ", ".join(r.key for r in sorted(group, key=_replica_order))
     limit = f" of backoffLimit {backoff}" if backoff is not None else ""
     message = f"{cause}; restarting {names} (restart {count}{limit})"
+    disrupted = all(failure.disrupted for _, failure in failures)
+    restart_cause = RestartCause.DISRUPTED if disrupted else RestartCause.EXIT_CODE
     draft = dataclasses.replace(
         draft,
         restart_count=count,
-        restarts=draft.restarts + 1,
+        restarted=(*draft.restarted, restart_cause),
         generations=generations,
         restarts_by_type=by_type,
     )

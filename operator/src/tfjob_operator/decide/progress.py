@@ -189,7 +189,7 @@ def plan(seen: Seen, spec: JobSpec | None, draft: Draft) -> Plan:
         requeue_after=settled.requeue_after,
         delete_job=draft.delete_job,
         integration_writes=settled.writes,
-        restarts=draft.restarts,
+        restarted=draft.restarted,
         status_write=write,
     )
 
