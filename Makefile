@@ -43,7 +43,7 @@ PLATFORMS ?= linux/amd64,linux/arm64
 IMAGES ?= operator,trainer,trainer-gpu
 DIST ?= dist
 
-.PHONY: help env binaries cluster-binaries images project-images test test-full check lint format typecheck unit integration e2e demo cluster cluster-down bench chaos e2e-kind crd manifests examples generated-check version release clean
+.PHONY: help env binaries cluster-binaries images project-images test test-full check lint format typecheck unit integration e2e demo cluster cluster-down bench chaos e2e-kind crd manifests examples dashboard generated-check version release clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -127,10 +127,14 @@ manifests: env binaries ## Regenerate the kustomize install from the Helm chart
 examples: env ## Regenerate examples/ with `tfjob-operator new`
 	$(BIN)/python -m hack.gen_examples
 
-generated-check: env binaries ## Fail if a generated file (CRD, manifests, examples) is out of date
+dashboard: env ## Regenerate the Grafana dashboard the chart ships
+	$(BIN)/python -m hack.gen_dashboard
+
+generated-check: env binaries ## Fail if a generated file (CRD, manifests, examples, dashboard) is out of date
 	$(BIN)/python -m hack.gen_crd --check
 	$(BIN)/python -m hack.gen_manifests --check
 	$(BIN)/python -m hack.gen_examples --check
+	$(BIN)/python -m hack.gen_dashboard --check
 
 demo: env images ## The main job: local cluster, operator, MWMS and PSS TFJobs trained to completion
 	$(BIN)/python hack/demo.py $(DEMO_ARGS)

@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-from tfjob_localcluster.binaries import cache_root
-
-# matplotlib keeps its font cache in MPLCONFIGDIR, else in ~/.cache/matplotlib: the
-# project's cache instead, set before matplotlib is imported. To fill that cache it asks
-# fc-list for the system's fonts, and fc-list run as root rewrites /var/cache/fontconfig:
-# it gets a configuration without fonts or caches instead (the plots use matplotlib's own).
-os.environ.setdefault("MPLCONFIGDIR", str(cache_root() / "matplotlib"))
-os.environ.setdefault("FONTCONFIG_FILE", str(Path(__file__).with_name("fonts.conf")))
-import matplotlib  # after MPLCONFIGDIR
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # after choosing the backend
+from harness.plotting import plt
 
 
 def plot(doc: dict[str, Any], path: Path) -> None:

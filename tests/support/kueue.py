@@ -9,6 +9,7 @@ gives each test a LocalQueue of its own on a ClusterQueue of 1 CPU.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -28,6 +29,8 @@ PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 POOL_LABEL = "tfjob.dev/test-pool"
 #: The toleration the default flavor adds to the pods admitted to it.
 QUEUED_TOLERATION = {"key": "tfjob.dev/queued", "operator": "Exists", "effect": "NoSchedule"}
+#: The LocalQueue of a test's namespace (queue_in).
+LOCAL_QUEUE = "team"
 #: Runs until the test creates /done in the container.
 UNTIL_TOLD = "until [ -e /done ]; do sleep 0.2; done"
 
@@ -85,7 +88,7 @@ def cluster_queue(name: str, flavor_name: str, cpu: str, **spec: Any) -> Obj:
     }
 
 
-def local_queue(namespace: str, cluster_queue_name: str, name: str = "team") -> Obj:
+def local_queue(namespace: str, cluster_queue_name: str, name: str = LOCAL_QUEUE) -> Obj:
     return {
         "apiVersion": KUEUE_API,
         "kind": "LocalQueue",
@@ -106,10 +109,10 @@ def delete(kubectl: Any, *objects: Obj) -> None:
         kubectl("delete", kind, obj["metadata"]["name"], "--wait=false", "--ignore-not-found")
 
 
-@pytest.fixture
-def queue(kueue: Kueue, kubectl: Any, namespace: str) -> Iterator[str]:
-    """A LocalQueue in the test's namespace, on a ClusterQueue of 1 CPU whose flavor
-    selects the labelled node and adds a toleration."""
+@contextlib.contextmanager
+def queue_in(kubectl: Any, namespace: str) -> Iterator[str]:
+    """A LocalQueue in `namespace`, on a ClusterQueue of 1 CPU whose flavor selects the
+    labelled node and adds a toleration; its name. The cluster-wide objects go after."""
     made = [
         flavor(
             f"{namespace}-flavor",
@@ -119,8 +122,17 @@ def queue(kueue: Kueue, kubectl: Any, namespace: str) -> Iterator[str]:
         cluster_queue(f"{namespace}-cq", f"{namespace}-flavor", "1"),
     ]
     apply(kubectl, *made, local_queue(namespace, f"{namespace}-cq"))
-    yield "team"
-    delete(kubectl, *reversed(made))
+    try:
+        yield LOCAL_QUEUE
+    finally:
+        delete(kubectl, *reversed(made))
+
+
+@pytest.fixture
+def queue(kueue: Kueue, kubectl: Any, namespace: str) -> Iterator[str]:
+    """A LocalQueue in the test's namespace (queue_in)."""
+    with queue_in(kubectl, namespace) as name:
+        yield name
 
 
 def queued_tfjob(

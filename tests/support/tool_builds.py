@@ -30,6 +30,8 @@ NEEDS = {
     "coscheduling": ("scheduler-plugins",),
     "scheduler-plugins": ("scheduler-plugins",),
     "volcano": ("volcano",),
+    "prometheus_binaries": ("prometheus",),
+    "monitoring": ("kueue", "prometheus"),
 }
 
 

@@ -1,7 +1,8 @@
 """Files generated from one source stay in sync with it: the CRDs (from the pinned
 Kubernetes' OpenAPI document, fetched with `go mod download`), the kustomize install (from
-the Helm chart, rendered by helm) and the examples (from `tfjob-operator new`). What the
-committed CRDs must hold is checked without Go in tests/unit/operator/test_crd_generation.py."""
+the Helm chart, rendered by helm), the examples (from `tfjob-operator new`) and the Grafana
+dashboard (from its panels). What the committed CRDs must hold is checked without Go in
+tests/unit/operator/test_crd_generation.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 from support.checkout import ROOT
 
 
-@pytest.mark.parametrize("generator", ["hack.gen_crd", "hack.gen_manifests", "hack.gen_examples"])
+@pytest.mark.parametrize(
+    "generator", ["hack.gen_crd", "hack.gen_manifests", "hack.gen_examples", "hack.gen_dashboard"]
+)
 def test_generated_files_are_up_to_date(generator: str) -> None:
     done = subprocess.run(
         [sys.executable, "-m", generator, "--check"], cwd=ROOT, capture_output=True, text=True

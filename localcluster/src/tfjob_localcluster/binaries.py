@@ -283,6 +283,16 @@ class Binaries:
         return self.path("toxiproxy-server")
 
     @property
+    def prometheus(self) -> Path:
+        """Prometheus (the monitoring tests' scraper, built without service discovery)."""
+        return self.path("prometheus")
+
+    @property
+    def promtool(self) -> Path:
+        """Prometheus' rule checker and tester."""
+        return self.path("promtool")
+
+    @property
     def kubernetes_version(self) -> str:
         return self.versions["KUBERNETES_VERSION"]
 

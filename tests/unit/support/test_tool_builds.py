@@ -32,14 +32,22 @@ def test_a_test_waits_for_the_tools_of_its_fixtures_and_of_those_its_parameters_
 
 def test_each_need_named_by_a_fixture_of_the_tests_or_a_parameter_is_a_go_built_tool() -> None:
     fixtures = set()
-    for module in (ROOT / "tests" / "support").glob("*.py"):
+    for module in (ROOT / "tests").rglob("*.py"):
         for node in ast.walk(ast.parse(module.read_text())):
             if isinstance(node, ast.FunctionDef) and any(
                 "fixture" in ast.unparse(decorator) for decorator in node.decorator_list
             ):
                 fixtures.add(node.name)
     named_by_fixtures = {name for name in tool_builds.NEEDS if name in fixtures}
-    assert named_by_fixtures == {"oci_registry", "kind_cluster", "kueue", "coscheduling", "volcano"}
+    assert named_by_fixtures == {
+        "oci_registry",
+        "kind_cluster",
+        "kueue",
+        "coscheduling",
+        "volcano",
+        "prometheus_binaries",
+        "monitoring",
+    }
     # The others are parameters' values: the backend's and the gang schedulers' names.
     assert set(tool_builds.NEEDS) - named_by_fixtures == {"kind", "scheduler-plugins"}
     assert {tool for needs in tool_builds.NEEDS.values() for tool in needs} <= set(tools())
