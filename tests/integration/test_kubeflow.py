@@ -20,6 +20,7 @@ from support.rejected_tfjobs import POD_API, REJECTED, Rejected
 from support.tfjobs import TFJobs, condition, find_condition
 
 from harness.operator_process import OperatorProcess
+from harness.promtext import counters
 from tfjob_operator.apiserver.errors import ApiError
 
 KUBEFLOW = "kubeflow.org"
@@ -161,7 +162,7 @@ def test_managed_by_is_immutable(kubeflow_operator: OperatorProcess, kubectl: Ku
 
 
 def test_a_name_taken_in_the_other_group_fails_the_younger_job(
-    kubeflow_jobs: TFJobs,
+    kubeflow_jobs: TFJobs, kubeflow_operator: OperatorProcess
 ) -> None:
     ours = TFJobs(kubeflow_jobs.kubeconfig, kubeflow_jobs.namespace)
     ours.create(tfjob("twin", {"Worker": shell_replica(SLEEP, 2)}))
@@ -181,6 +182,14 @@ def test_a_name_taken_in_the_other_group_fails_the_younger_job(
     kubeflow_uid = failed["metadata"]["uid"]
     children = [*ours.pods("twin"), *ours.services("twin")]
     assert all(c["metadata"]["ownerReferences"][0]["uid"] != kubeflow_uid for c in children)
+
+    # Kubeflow's counters count the jobs of both groups alike, as framework tensorflow.
+    labels = f"framework=tensorflow,job_namespace={kubeflow_jobs.namespace}"
+    counted = counters(kubeflow_operator.metrics(), "training_operator_jobs_")
+    assert {
+        what: counted[f"training_operator_jobs_{what}_total{{{labels}}}"]
+        for what in ("created", "failed", "successful")
+    } == {"created": 2, "failed": 1, "successful": 0}
 
 
 def test_the_kubeflow_crd_rejects_bad_input_like_ours(

@@ -140,15 +140,19 @@ def test_a_pod_refused_as_invalid_fails_the_job_after_the_grace_period(
     )
     assert tfjobs.pods("invalid") == []
     # One Event for the refused pod, counting its retries, beside the one of the job's
-    # failure; one WARNING line, no traceback.
+    # failure; in the log, a WARNING line for each (the job and the replica as fields), no
+    # traceback.
     events = warning_events(tfjobs, "invalid", "FailedCreatePod")
     (failure,) = [e for e in events if "still refused" in e["message"]]
     (refused,) = [e for e in events if e is not failure]
     assert refused["count"] >= 2
     log = operator.log_path.read_text()
-    lines = [line for line in log.splitlines() if f"tfjob {namespace}/invalid" in line]
-    assert len(lines) == 1, lines
-    assert "WARNING" in lines[0]
+    about = [line for line in log.splitlines() if f"[namespace={namespace} name=invalid " in line]
+    assert len(about) == 2, about
+    assert all(" WARNING " in line for line in about), about
+    assert "retrying in" in about[0]
+    assert about[0].endswith(" replica=worker-0]")
+    assert "still refused" in about[1]
     assert f"reconcile of tfjob {namespace}/invalid failed" not in log
 
 
