@@ -50,8 +50,10 @@ def chromium(home: Path, width: int = 1400, height: int = 1000) -> Iterator[WebD
         f"--user-data-dir={home / 'profile'}",
     ):
         options.add_argument(argument)
+    # Without FONTCONFIG_FILE: matplotlib's setup in this process (harness/plotting.py)
+    # points it at a configuration without fonts, and Chromium cannot start without any.
     environment = {
-        **os.environ,
+        **{name: value for name, value in os.environ.items() if name != "FONTCONFIG_FILE"},
         "HOME": str(home),
         "XDG_CONFIG_HOME": str(home / "config"),
         "XDG_CACHE_HOME": str(home / "cache"),
