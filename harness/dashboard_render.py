@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.plotting import plt
 from harness.prometheus import Prometheus
 
 #: Inches per column of Grafana's 24, and per unit of a panel's height.
@@ -42,6 +41,10 @@ def render(
 ) -> list[str]:
     """Draws the dashboard over [start, end] into `out` (PNG); returns the titles of the
     panels that had no data."""
+    # Imported when drawing: harness.plotting sets matplotlib's environment for the whole
+    # process, which must not change for a test module merely collected.
+    from harness.plotting import plt
+
     panels = dashboard["panels"]
     bottom = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels)
     figure = plt.figure(figsize=(24 * COLUMN, bottom * ROW))
