@@ -35,15 +35,16 @@ IMAGES_ARGS ?=
 # The registry and organisation images are named under and released to (default: where the
 # release workflow publishes, tfjob_operator.published.REGISTRY): the one setting for
 # a registry of one's own. `make release` also takes VERSION (default: the file VERSION),
-# PLATFORMS and IMAGES.
+# PLATFORMS, IMAGES and SIGN_KEY (a cosign key file, or `keyless`; empty: not signed).
 REGISTRY ?=
 export TFJOB_REGISTRY ?= $(REGISTRY)
 VERSION ?=
 PLATFORMS ?= linux/amd64,linux/arm64
 IMAGES ?= operator,trainer,trainer-gpu
 DIST ?= dist
+SIGN_KEY ?=
 
-.PHONY: help env binaries cluster-binaries images project-images test test-full check lint format typecheck unit integration e2e demo cluster cluster-down bench chaos e2e-kind crd manifests examples dashboard generated-check version release clean
+.PHONY: help env binaries cluster-binaries images project-images test test-full check lint format typecheck unit integration e2e demo cluster cluster-down bench chaos e2e-kind crd manifests examples dashboard chart-readme generated-check version release clean
 
 help: ## List the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -130,11 +131,15 @@ examples: env ## Regenerate examples/ with `tfjob-operator new`
 dashboard: env ## Regenerate the Grafana dashboard the chart ships
 	$(BIN)/python -m hack.gen_dashboard
 
-generated-check: env binaries ## Fail if a generated file (CRD, manifests, examples, dashboard) is out of date
+chart-readme: env ## Regenerate the chart's README (its table of values)
+	$(BIN)/python -m hack.gen_chart_readme
+
+generated-check: env binaries ## Fail if a generated file (CRD, manifests, examples, dashboard, chart README) is out of date
 	$(BIN)/python -m hack.gen_crd --check
 	$(BIN)/python -m hack.gen_manifests --check
 	$(BIN)/python -m hack.gen_examples --check
 	$(BIN)/python -m hack.gen_dashboard --check
+	$(BIN)/python -m hack.gen_chart_readme --check
 
 demo: env images ## The main job: local cluster, operator, MWMS and PSS TFJobs trained to completion
 	$(BIN)/python hack/demo.py $(DEMO_ARGS)
@@ -157,11 +162,11 @@ cluster-down: env ## Stop the cluster started by `make cluster`
 version: env ## Set the project's version everywhere it is written: make version VERSION=0.2.0
 	@test -n "$(VERSION)" || { echo "make version: give VERSION=MAJOR.MINOR.PATCH" >&2; exit 2; }
 	$(BIN)/python hack/set_version.py $(VERSION)
-	$(MAKE) env examples manifests
+	$(MAKE) env examples manifests chart-readme
 
-release: env ## Build, check and push a release: make release REGISTRY=host[:port][/org] [VERSION=] [PLATFORMS=] [IMAGES=] [DIST=dist]
-	hack/build-binaries.sh helm
-	$(BIN)/python -m release --registry "$(REGISTRY)" --version "$(VERSION)" --platforms "$(PLATFORMS)" --images "$(IMAGES)" --out "$(DIST)"
+release: env ## Build, check, sign and push a release: make release REGISTRY=host[:port][/org] [VERSION=] [PLATFORMS=] [IMAGES=] [SIGN_KEY=] [DIST=dist]
+	hack/build-binaries.sh helm $(if $(SIGN_KEY),cosign syft)
+	$(BIN)/python -m release --registry "$(REGISTRY)" --version "$(VERSION)" --platforms "$(PLATFORMS)" --images "$(IMAGES)" --sign-key "$(SIGN_KEY)" --out "$(DIST)"
 
 clean: ## Remove the Python environment and build outputs (the binary cache stays)
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache dist

@@ -1,7 +1,8 @@
 """Sets the project's version: VERSION, the chart's copies of it (Chart.yaml's `version`
-and `appVersion`), and the version the documentation's install commands name (README.md,
-docs/). `make version VERSION=X` runs this, then regenerates what is generated from them
-(the examples' images, the kustomize install).
+and `appVersion`, and the image of its Artifact Hub example), and the version the
+documentation's install commands name (README.md, docs/). `make version VERSION=X` runs
+this, then regenerates what is generated from them (the examples' images, the kustomize
+install, the chart's README).
 
     .venv/bin/python hack/set_version.py 0.2.0
 """
@@ -62,7 +63,7 @@ def main() -> int:
         return 2
     version = sys.argv[1].removeprefix("v")
     (ROOT / "VERSION").write_text(version + "\n")
-    CHART.write_text(set_chart_version(CHART.read_text(), version))
+    CHART.write_text(set_mentions(set_chart_version(CHART.read_text(), version), version))
     for document in documents():
         document.write_text(set_mentions(document.read_text(), version))
     print(f"VERSION and {CHART.relative_to(ROOT)} are at {version}")

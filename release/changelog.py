@@ -2,7 +2,8 @@
 
 Sections are `## [VERSION] - YYYY-MM-DD`, newest first, below an `## [Unreleased]` one;
 a release's notes are its section's body, which must not be empty. A pre-release without
-a section of its own (main carries the next version with `-dev`) takes [Unreleased]'s.
+a section of its own (main carries the next version with `-dev`) takes [Unreleased]'s,
+which right after a release is empty: its notes then say so.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from datetime import date
 
 #: The section of what is not released yet, above the releases.
 UNRELEASED = "Unreleased"
+#: A pre-release's notes when [Unreleased] is empty.
+NOTHING_YET = "No changes recorded since the last release yet.\n"
 HEADING = re.compile(r"^## \[(?P<version>[^\]]+)\](?: - (?P<date>\d{4}-\d{2}-\d{2}))?\s*$")
 
 
@@ -50,11 +53,8 @@ def notes(text: str, version: str) -> str:
     found = sections(text)
     if version not in found and "-" in version and UNRELEASED in found:
         body = found[UNRELEASED][1]
-        if not body.strip():
-            raise ChangelogError(
-                f"CHANGELOG.md's [{UNRELEASED}] section, {version}'s notes, is empty"
-            )
-        return body
+        # Right after a release, main's next pre-release has nothing of its own yet.
+        return body if body.strip() else NOTHING_YET
     if version not in found:
         raise ChangelogError(
             f"CHANGELOG.md has no section `## [{version}] - YYYY-MM-DD`: write the "

@@ -8,7 +8,7 @@
 #   bin/        kubelet, kubeadm, kubectl from hack/build-binaries.sh
 #   tfjob/      localcluster/kind/node: this project's node setup, its unit, the default CNI
 #   runc-without-sys-resource  localcluster/runtime's runtime wrapper
-ARG BASE=python:3.11.14-slim-bookworm
+ARG BASE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 FROM ${BASE}
 # The sandbox image the node's containerd runs (images/catalog.py's PAUSE), and the version kind
 # reads from /kind/version.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -160,20 +161,41 @@ def test_the_chart_installed_kubeflows_crd_and_keeps_it(
     assert "kubeflow.org" in groups
 
 
-def test_the_chart_leaves_a_crd_it_did_not_install(kubeconfig: str, kubeflow_release: str) -> None:
-    """A release finds tfjobs.kubeflow.org installed by another (here the first release;
-    in a cluster, Kubeflow's own): it renders no CRD and runs TFJobs through the one there.
-    The release that installed it keeps rendering it."""
-    other = run_helm(
-        kubeconfig, "install", "other", str(CHART), "--namespace", "default",
-        "--set", "kubeflow.enabled=true", "--dry-run=server",
+def test_the_chart_renders_with_no_cluster_as_with_one(
+    kubeconfig: str, kubeflow_release: str, kubectl: Kubectl
+) -> None:
+    """Argo CD and Flux render a chart with `helm template`, without a cluster, and apply
+    what it prints. The chart renders the same with no cluster as against this one, where
+    the first release installed tfjobs.kubeflow.org: whether the CRD is installed is the
+    value kubeflow.installCRD, not a lookup. A second release beside it sets that false;
+    left true, Helm refuses the CRD it does not own, naming it."""
+    left = ["kubeflow.enabled=true", "kubeflow.installCRD=false"]
+    for values in (["kubeflow.enabled=true"], left):
+        sets = [f"--set={value}" for value in values]
+        offline = run_helm(
+            Path("/nonexistent"), "template", "other", str(CHART), "--namespace=default", *sets
+        )
+        assert offline.returncode == 0, offline.stderr
+        online = run_helm(
+            kubeconfig, "template", "other", str(CHART), "--namespace=default",
+            "--dry-run=server", *sets,
+        )  # fmt: skip
+        assert online.returncode == 0, online.stderr
+        assert offline.stdout == online.stdout, values
+        rendered = list(yaml.safe_load_all(offline.stdout))
+        crds = [o["metadata"]["name"] for o in rendered if o["kind"] == "CustomResourceDefinition"]
+        assert crds == ([] if "kubeflow.installCRD=false" in values else ["tfjobs.kubeflow.org"])
+        (deployment,) = [o for o in rendered if o["kind"] == "Deployment"]
+        assert "--kubeflow" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    # What Argo CD would apply, beside the CRD there.
+    applied = kubectl(
+        "apply", "--server-side", "--dry-run=server", "-f", "-", input=offline.stdout
+    ).stdout
+    assert "deployment.apps/other-tfjob-operator serverside-applied (server dry run)" in applied
+    refused = run_helm(
+        kubeconfig, "install", "other", str(CHART), "--namespace=default",
+        "--set=kubeflow.enabled=true", "--dry-run=server",
     )  # fmt: skip
-    assert other.returncode == 0, other.stderr
-    assert "kind: CustomResourceDefinition" not in other.stdout
-    assert "--kubeflow" in other.stdout
-    ours = run_helm(
-        kubeconfig, "upgrade", RELEASE, str(CHART), "--namespace", kubeflow_release,
-        "--reuse-values", "--dry-run=server",
-    )  # fmt: skip
-    assert ours.returncode == 0, ours.stderr
-    assert "name: tfjobs.kubeflow.org" in ours.stdout
+    assert refused.returncode != 0
+    assert "tfjobs.kubeflow.org" in refused.stderr, refused.stderr
+    assert kubeflow_release in refused.stderr, refused.stderr

@@ -11,15 +11,19 @@ linux/amd64 and linux/arm64 (docs/releasing.md says what was built and measured 
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import logging
 import os
 import re
+import secrets
 import subprocess
 import sys
 import tarfile
+import urllib.error
 import urllib.request
+import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +32,7 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client, config
+from packaging.metadata import Metadata
 from packaging.version import Version
 from support.backends import backend_params
 from support.builders import shell_replica, tfjob
@@ -37,6 +42,7 @@ from support.examples import documents
 from support.tfjobs import PodCreations, TFJobs, condition, find_condition
 from support.waiting import wait_until
 
+from release import signing
 from release.wheel import digest as wheel_digest
 from tfjob_localcluster.addons.chart import NAMESPACE, RELEASE, helm, wait_available
 from tfjob_localcluster.binaries import locate, parse_versions
@@ -119,15 +125,63 @@ def released(out: Path) -> dict[str, Any]:
     return record
 
 
+@dataclass(frozen=True)
+class SigningKey:
+    """A cosign key pair made for the test's release, and cosign's environment."""
+
+    private: Path
+    public: Path
+    env: dict[str, str]
+
+    def cosign(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [str(locate("cosign").cosign), *args],
+            env=self.env, capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        if check:
+            assert done.returncode == 0, f"cosign {' '.join(args)}:\n{done.stdout}{done.stderr}"
+        return done
+
+    def verify(self, reference: str, *more: str) -> subprocess.CompletedProcess[str]:
+        """`cosign verify` (or `verify-attestation` with `more`) as docs/releasing.md
+        says, against the key; the caller reads the outcome."""
+        command = "verify-attestation" if more else "verify"
+        return self.cosign(
+            command, f"--key={self.public}", "--insecure-ignore-tlog", "--allow-http-registry",
+            *more, reference, check=False,
+        )  # fmt: skip
+
+
 @pytest.fixture(scope="module")
-def release(oci_registry: OciRegistry, tmp_path_factory: pytest.TempPathFactory) -> Release:
-    """This checkout released with the README's command, for this machine's platform."""
+def signing_key(tmp_path_factory: pytest.TempPathFactory) -> SigningKey:
+    """`cosign generate-key-pair`, its password in COSIGN_PASSWORD."""
+    where = tmp_path_factory.mktemp("cosign")
+    env = {**signing.environment(where), "COSIGN_PASSWORD": secrets.token_hex(16)}
+    key = SigningKey(where / "cosign.key", where / "cosign.pub", env)
+    made = subprocess.run(
+        [str(locate("cosign").cosign), "generate-key-pair"],
+        cwd=where, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert key.private.is_file()
+    assert key.public.is_file()
+    return key
+
+
+@pytest.fixture(scope="module")
+def release(
+    oci_registry: OciRegistry, signing_key: SigningKey, tmp_path_factory: pytest.TempPathFactory
+) -> Release:
+    """This checkout released with the README's command, for this machine's platform,
+    signed with the test's key."""
     out = tmp_path_factory.mktemp("release")
     command = [
         "make", "--no-print-directory", "release", f"REGISTRY={oci_registry.address}",
         f"PLATFORMS=linux/{host_architecture()}", "IMAGES=operator,trainer", f"DIST={out}",
+        f"SIGN_KEY={signing_key.private}",
     ]  # fmt: skip
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    env = {**os.environ, "COSIGN_PASSWORD": signing_key.env["COSIGN_PASSWORD"]}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
     log.info("make release:\n%s", done.stdout[-3000:])
     assert done.returncode == 0, f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}"
     record = released(out)
@@ -326,6 +380,22 @@ def test_the_release_pushes_its_images_by_digest_and_its_chart(release: Release)
     )
     assert values["image"]["registry"] == release.registry
     assert values["image"]["digest"] == release.image("operator")["digest"]
+    # The trainer image TensorBoards run by default, pinned too; Artifact Hub's list of
+    # images names each by digest.
+    assert values["tensorboard"]["digest"] == release.image("trainer")["digest"]
+    listed = yaml.safe_load(chart["annotations"]["artifacthub.io/images"])
+    assert listed == [
+        {
+            "name": name,
+            "image": f"{release.image(name)['reference']}@{release.image(name)['digest']}",
+        }
+        for name in ("operator", "trainer")
+    ]
+    assert chart["annotations"]["artifacthub.io/prerelease"] == str("-" in release.version).lower()
+    readme = helm(
+        None, "show", "readme", release.chart, "--version", release.version, "--plain-http"
+    )
+    assert "| `kubeflow.installCRD` | `true` |" in readme
     assert release.record["chart"]["digest"].startswith("sha256:")
     install_yaml = list(yaml.safe_load_all((release.out / "install.yaml").read_text()))
     assert [o["kind"] for o in install_yaml[:2]] == ["Namespace", "CustomResourceDefinition"]
@@ -336,6 +406,135 @@ def test_the_release_pushes_its_images_by_digest_and_its_chart(release: Release)
     # Its version as Python packaging writes it: 0.2.0-dev is 0.2.0.dev0.
     assert package.name == f"tfjob_operator-{Version(release.version)}-py3-none-any.whl"
     assert release.record["wheel"]["digest"] == wheel_digest(package)
+    # What PyPI checks of a wheel's metadata, and the commands it installs.
+    with zipfile.ZipFile(package) as wheel:
+        info = next(n.rsplit("/", 1)[0] for n in wheel.namelist() if n.endswith("/METADATA"))
+        metadata = Metadata.from_email(wheel.read(f"{info}/METADATA"), validate=True)
+        entry_points = wheel.read(f"{info}/entry_points.txt").decode()
+    assert (metadata.name, metadata.description_content_type) == ("tfjob-operator", "text/markdown")
+    assert metadata.description
+    assert "pip install tfjob-operator" in metadata.description
+    assert metadata.project_urls
+    assert "Documentation" in metadata.project_urls
+    for command in ("tfjob-operator", "kubectl-tfjob", "kubectl_complete-tfjob"):
+        assert f"{command} = tfjob_operator.cli:" in entry_points
+
+
+def referrers(address: str, repository: str, digest: str) -> dict[str, str]:
+    """What is attached to `digest`, as OCI 1.1 defines it: the registry's referrers API,
+    or where it has none (CNCF Distribution 3.1) the fallback tag `sha256-<hex>` that
+    clients keep. Each referrer's digest and the predicate type of its Sigstore bundle;
+    each names `digest` as its subject."""
+    index_type = "application/vnd.oci.image.index.v1+json"
+    api = urllib.request.Request(
+        f"http://{address}/v2/{repository}/referrers/{digest}", headers={"Accept": index_type}
+    )
+    try:
+        with urllib.request.urlopen(api, timeout=10) as reply:
+            listed = json.load(reply)["manifests"]
+    except urllib.error.HTTPError as missing:
+        if missing.code != 404:
+            raise
+        fallback = digest.replace(":", "-")
+        listed = registry_index(address, repository, fallback)["manifests"]
+    found = {}
+    for entry in listed:
+        assert entry["artifactType"] == "application/vnd.dev.sigstore.bundle.v0.3+json"
+        request = urllib.request.Request(
+            f"http://{address}/v2/{repository}/manifests/{entry['digest']}",
+            headers={"Accept": entry["mediaType"]},
+        )
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            manifest = json.load(reply)
+        assert manifest["subject"]["digest"] == digest
+        found[entry["digest"]] = manifest["annotations"]["dev.sigstore.bundle.predicateType"]
+    return found
+
+
+def statements(verified: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    """The in-toto statements `cosign verify-attestation` printed, one envelope a line."""
+    assert verified.returncode == 0, verified.stderr
+    envelopes = [json.loads(line) for line in verified.stdout.splitlines() if line.strip()]
+    return [json.loads(base64.b64decode(e["payload"])) for e in envelopes]
+
+
+def tamper(address: str, repository: str, tag: str) -> str:
+    """Pushes the index of `tag`, changed by one annotation, under `tag`-tampered: the
+    same images under a digest the release never signed. Returns that tag."""
+    index = registry_index(address, repository, tag)
+    index.pop("digest")
+    index["annotations"] = {"org.opencontainers.image.description": "tampered"}
+    tampered = f"{tag}-tampered"
+    request = urllib.request.Request(
+        f"http://{address}/v2/{repository}/manifests/{tampered}",
+        data=json.dumps(index).encode(),
+        headers={"Content-Type": index["mediaType"]},
+        method="PUT",
+    )
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        assert reply.status == 201
+    return tampered
+
+
+#: Packages each image's SBOM must list one of: what the image is for (the CPU trainer's
+#: TensorFlow is tensorflow-cpu on x86_64, tensorflow elsewhere).
+SBOM_PACKAGES = {"operator": {"aiohttp"}, "trainer": {"tensorflow-cpu", "tensorflow"}}
+
+
+def test_the_release_is_signed_with_its_sboms_and_provenance_attached(
+    release: Release, signing_key: SigningKey
+) -> None:
+    """What docs/releasing.md tells a user to run verifies each image (its index and its
+    platforms' images) and the chart against the release's key, and the SBOM and
+    provenance attestations; the registry lists them as referrers; an image whose digest
+    the release did not sign fails."""
+    signed = release.record["signatures"]
+    assert signed["signer"] == "key"
+    assert (release.out / signed["public_key"]).read_text() == signing_key.public.read_text()
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    for name, repository in (("operator", published.OPERATOR), ("trainer", published.TRAINER)):
+        image = release.image(name)
+        index = registry_index(release.registry, repository, release.version)
+        platforms = [m["digest"] for m in index["manifests"]]
+        for digest in (image["digest"], *platforms):
+            verified = signing_key.verify(f"{image['reference']}@{digest}")
+            assert verified.returncode == 0, verified.stderr
+        # By tag, as a user would: cosign resolves it to the signed index.
+        by_tag = signing_key.verify(image["reference"])
+        assert by_tag.returncode == 0, by_tag.stderr
+        pinned = f"{image['reference']}@{image['digest']}"
+        (sbom,) = statements(signing_key.verify(pinned, "--type=spdxjson"))
+        assert sbom["predicateType"] == "https://spdx.dev/Document"
+        assert sbom["subject"][0]["digest"]["sha256"] == image["digest"].removeprefix("sha256:")
+        packages = {p["name"] for p in sbom["predicate"]["packages"]}
+        assert SBOM_PACKAGES[name] & packages, sorted(packages)[:40]
+        (made,) = statements(signing_key.verify(pinned, "--type=slsaprovenance1"))
+        definition = made["predicate"]["buildDefinition"]
+        assert definition["externalParameters"]["version"] == release.version
+        assert definition["resolvedDependencies"][0]["digest"] == {"gitCommit": commit}
+        attached = referrers(release.registry, repository, image["digest"])
+        log.info("referrers of %s: %s", pinned, json.dumps(attached))
+        assert sorted(attached.values()) == [
+            "https://sigstore.dev/cosign/sign/v1",  # its signature
+            "https://slsa.dev/provenance/v1",
+            "https://spdx.dev/Document",  # one SBOM per platform: one here
+        ]
+        for digest in platforms:
+            assert list(referrers(release.registry, repository, digest).values()) == [
+                "https://sigstore.dev/cosign/sign/v1"
+            ]
+        # The same images under a digest the release never signed: refused.
+        tampered = tamper(release.registry, repository, release.version)
+        refused = signing_key.verify(f"{image['reference'].rsplit(':', 1)[0]}:{tampered}")
+        assert refused.returncode != 0
+        log.info("cosign verify of a tampered %s: %s", name, refused.stderr.strip()[-300:])
+    chart = f"{release.chart.removeprefix('oci://')}:{release.version}"
+    verified = signing_key.verify(chart)
+    assert verified.returncode == 0, verified.stderr
+    for sbom_file in (release.out / "sbom").iterdir():
+        assert json.loads(sbom_file.read_text())["spdxVersion"].startswith("SPDX-")
 
 
 def test_helm_install_from_the_registry_trains_with_pulled_images(
@@ -371,6 +570,15 @@ def test_helm_install_from_the_registry_trains_with_pulled_images(
         assert read.returncode == 0, read.stderr
         read_back = json.loads(read.stdout)
         assert (read_back["state"], read_back["worker-0"]) == ("Succeeded", result)
+        # kubectl runs the released wheel's plugin from PATH.
+        path = f"{released_client.parent}:{os.environ['PATH']}"
+        listed = subprocess.run(
+            [str(target.kubectl.path), "tfjob", "get", "mnist", "-n", jobs.namespace,
+             "--kubeconfig", target.kubeconfig],
+            env={**os.environ, "PATH": path}, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stdout.splitlines()[1].split()[:2] == ["mnist", "Succeeded"]
     finally:
         uninstall(target)
 

@@ -480,6 +480,48 @@ def test_helm_uninstall_removes_the_operator_and_keeps_the_crd(
     assert kubectl("get", "crd", "tfjobs.tfjob.dev").returncode == 0
 
 
+def test_the_chart_rendered_with_no_cluster_and_applied_runs_a_tfjob(
+    kubectl: Any,
+    release_namespace: str,
+    namespace: str,
+    session_operator_stopped: None,
+    kubeconfig: str,
+    project_images: tuple[str, ...],
+) -> None:
+    """As Argo CD and Flux install a chart: `helm template --include-crds` with no
+    cluster, then `kubectl apply --server-side` of what it printed; no Helm release. With
+    a parent chart's values (the objects' name, labels on everything), the operator runs a
+    TFJob; deleting what was applied (the CRDs aside) leaves nothing of it."""
+    rendered = run_helm(
+        Path("/nonexistent"), "template", "gitops", str(CHART), "--include-crds",
+        f"--namespace={release_namespace}", "--set=fullnameOverride=tfjob-gitops",
+        "--set=commonLabels.platform=ml", "--set=replicaCount=1",
+    )  # fmt: skip
+    assert rendered.returncode == 0, rendered.stderr
+    objects = [o for o in yaml.safe_load_all(rendered.stdout) if o]
+    assert all(
+        o["metadata"]["labels"]["platform"] == "ml"
+        for o in objects
+        if o["kind"] != "CustomResourceDefinition"
+    )
+    kubectl("apply", "--server-side", "-f", "-", input=rendered.stdout)
+    owned = yaml.safe_dump_all([o for o in objects if o["kind"] != "CustomResourceDefinition"])
+    try:
+        (pod,) = _operator_pods(kubectl, release_namespace, 1)
+        assert pod["metadata"]["labels"]["platform"] == "ml"
+        assert pod["spec"]["serviceAccountName"] == "tfjob-gitops"
+        tfjobs = TFJobs(kubeconfig, namespace)
+        tfjobs.create(tfjob("gitops", {"Worker": shell_replica("sleep 1")}))
+        tfjobs.wait_state("gitops", "Succeeded", 120)
+    finally:
+        kubectl("delete", "--wait=true", "--timeout=120s", "-f", "-", input=owned)
+    left = kubectl(
+        "get", "deployment,serviceaccount,role,rolebinding", "-n", release_namespace, "-o", "name"
+    )
+    assert "tfjob-gitops" not in left.stdout
+    assert kubectl("get", "clusterrole", "tfjob-gitops", check=False).returncode != 0
+
+
 def test_an_operator_that_cannot_start_is_diagnosed_at_once(
     helm: Helm, core_v1: Any, kubeconfig: str, namespace: str, tfjob_crd: Path
 ) -> None:

@@ -32,6 +32,9 @@ NEEDS = {
     "volcano": ("volcano",),
     "prometheus_binaries": ("prometheus",),
     "monitoring": ("kueue", "prometheus"),
+    # The release's tests: a registry to push to, cosign and syft to sign and verify.
+    "signing_key": ("cosign",),
+    "release": ("registry", "cosign", "syft"),
 }
 
 

@@ -1,8 +1,8 @@
 """Files generated from one source stay in sync with it: the CRDs (from the pinned
 Kubernetes' OpenAPI document, fetched with `go mod download`), the kustomize install (from
-the Helm chart, rendered by helm), the examples (from `tfjob-operator new`) and the Grafana
-dashboard (from its panels). What the committed CRDs must hold is checked without Go in
-tests/unit/operator/test_crd_generation.py."""
+the Helm chart, rendered by helm), the examples (from `tfjob-operator new`), the Grafana
+dashboard (from its panels) and the chart's README (from its values). What the committed
+CRDs must hold is checked without Go in tests/unit/operator/test_crd_generation.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,14 @@ from support.checkout import ROOT
 
 
 @pytest.mark.parametrize(
-    "generator", ["hack.gen_crd", "hack.gen_manifests", "hack.gen_examples", "hack.gen_dashboard"]
+    "generator",
+    [
+        "hack.gen_crd",
+        "hack.gen_manifests",
+        "hack.gen_examples",
+        "hack.gen_dashboard",
+        "hack.gen_chart_readme",
+    ],
 )
 def test_generated_files_are_up_to_date(generator: str) -> None:
     done = subprocess.run(

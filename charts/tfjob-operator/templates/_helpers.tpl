@@ -1,15 +1,29 @@
 {{/* Names and labels shared by every object of the chart. */}}
 
+{{/* The chart's name: nameOverride, else the chart's own. */}}
+{{- define "tfjob-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The objects' name: fullnameOverride, else the release's name, followed by the chart's
+name unless the release's name holds it already.
+*/}}
 {{- define "tfjob-operator.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "tfjob-operator.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "tfjob-operator.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "tfjob-operator.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
@@ -17,14 +31,22 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{ include "tfjob-operator.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The registry images are pulled from: global.imageRegistry, else image.registry. */}}
+{{- define "tfjob-operator.registry" -}}
+{{- trimSuffix "/" (.Values.global.imageRegistry | default .Values.image.registry) -}}
 {{- end -}}
 
 {{/* The operator's image: registry/repository:tag, and @digest when pinned. */}}
 {{- define "tfjob-operator.image" -}}
 {{- $image := printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
-{{- with .Values.image.registry -}}
-{{- $image = printf "%s/%s" (trimSuffix "/" .) $image -}}
+{{- with include "tfjob-operator.registry" . -}}
+{{- $image = printf "%s/%s" . $image -}}
 {{- end -}}
 {{- with .Values.image.digest -}}
 {{- $image = printf "%s@%s" $image . -}}
@@ -47,14 +69,20 @@ kind (deletecollection); the status is merge-patched; finished TFJobs are delete
 ttlSecondsAfterFinished; events are created. A queued tfjob.dev job's Kueue Workload is
 created, deleted and its status merge-patched (queueing.py).
 */}}
-{{/* The image of TFJobs' TensorBoards: tensorboard.image, else the release's trainer. */}}
+{{/*
+The image of TFJobs' TensorBoards: tensorboard.image, else the release's trainer
+(@tensorboard.digest when pinned).
+*/}}
 {{- define "tfjob-operator.tensorboardImage" -}}
 {{- if .Values.tensorboard.image -}}
 {{- .Values.tensorboard.image -}}
 {{- else -}}
 {{- $image := printf "tfjob-trainer:%s" (.Values.image.tag | default .Chart.AppVersion) -}}
-{{- with .Values.image.registry -}}
-{{- $image = printf "%s/%s" (trimSuffix "/" .) $image -}}
+{{- with include "tfjob-operator.registry" . -}}
+{{- $image = printf "%s/%s" . $image -}}
+{{- end -}}
+{{- with .Values.tensorboard.digest -}}
+{{- $image = printf "%s@%s" $image . -}}
 {{- end -}}
 {{- $image -}}
 {{- end -}}

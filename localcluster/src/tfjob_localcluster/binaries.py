@@ -293,6 +293,16 @@ class Binaries:
         return self.path("promtool")
 
     @property
+    def cosign(self) -> Path:
+        """Sigstore's signer and verifier (the release's signatures and attestations)."""
+        return self.path("cosign")
+
+    @property
+    def syft(self) -> Path:
+        """Anchore's SBOM generator (the release's SBOMs)."""
+        return self.path("syft")
+
+    @property
     def kubernetes_version(self) -> str:
         return self.versions["KUBERNETES_VERSION"]
 

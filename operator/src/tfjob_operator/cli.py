@@ -1,5 +1,6 @@
 """`tfjob-operator`: run the controller, preview what it would create for a TFJob, write
-one from a few choices, submit and follow TFJobs (client/commands.py), or say its version.
+one from a few choices, submit and follow TFJobs (client/commands.py), or say its version;
+the same as kubectl's plugin `kubectl tfjob`, with completion for both (client/completion.py).
 
 Exit codes are the client's (`ExitCode`): a usage error is 3, as any command that cannot
 run, so that 1 and 2 keep meaning a failed and a timed-out job."""
@@ -15,8 +16,12 @@ from typing import TYPE_CHECKING, NoReturn
 
 from . import published, render_command, scaffold
 from .api import KUBEFLOW, TFJOB_DEV
+from .apiserver.connection import CredentialsError
+from .apiserver.errors import ApiError
 from .client import commands as client_commands
+from .client import completion
 from .client.commands import ExitCode
+from .client.jobs import TFJobClient
 from .integrations.gang import (
     KUBEFLOW_SCHEDULER_PLUGINS,
     SCHEDULER_PLUGINS_NAME,
@@ -38,16 +43,67 @@ if TYPE_CHECKING:
     from .leader import Election
 
 
+PROG = "tfjob-operator"
+KUBECTL_PROG = "kubectl tfjob"
+#: The hidden first word of the shells' completion scripts (completion.py).
+COMPLETE = "__complete"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(ExitCode.ERROR, f"{self.prog}: error: {message}\n")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(
-        prog="tfjob-operator", description="Kubernetes operator for distributed TensorFlow"
-    )
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(prog)
+    if words[:1] == [COMPLETE]:
+        sys.stdout.write(completion.complete(parser, words[1:], _job_names).lines())
+        return 0
+    args = parser.parse_args(words)
+    if args.subcommand == "version":
+        print(f"tfjob-operator {published.VERSION}")
+        print(f"  operator image  {published.operator_image()}")
+        print(f"  trainer images  {published.trainer_image()}, {published.trainer_image(gpu=True)}")
+        print(f"  chart           {published.chart_reference()} --version {published.VERSION}")
+        return 0
+    if args.subcommand == "completion":
+        sys.stdout.write(completion.script(args.shell, prog))
+        return 0
+    if args.subcommand == "render":
+        return render_command.run(args.filename, args.namespace, args.cluster_domain)
+    if args.subcommand in client_commands.COMMANDS:
+        return client_commands.run(args)
+    if args.subcommand == "new":
+        return _new(args, shlex.join(words[words.index("new") + 1 :]))
+    return _run(args)
+
+
+def kubectl_plugin() -> int:
+    """`kubectl tfjob ...`: kubectl runs `kubectl-tfjob` from PATH with the words after
+    `tfjob` (kubectl's own flags go after them: `kubectl tfjob get -n team`)."""
+    return main(prog=KUBECTL_PROG)
+
+
+def kubectl_plugin_completion() -> int:
+    """`kubectl_complete-tfjob WORD...`: kubectl's completion of `kubectl tfjob`."""
+    return main([COMPLETE, *sys.argv[1:]], prog=KUBECTL_PROG)
+
+
+def _job_names(where: completion.Where) -> list[str]:
+    """The TFJobs of the namespace the command line names; none when the API server cannot
+    say (completion prints no errors)."""
+    try:
+        client = TFJobClient(where.namespace, kubeconfig=where.kubeconfig, context=where.context)
+        return [job.name for job in client.list()]
+    except (ApiError, CredentialsError, ConnectionError, OSError, ValueError):
+        return []
+
+
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The command line of `tfjob-operator` (and of `kubectl tfjob`, under that name)."""
+    parser = _Parser(prog=prog, description="Kubernetes operator for distributed TensorFlow")
     commands = parser.add_subparsers(dest="subcommand", required=True)
 
     run = commands.add_parser("run", help="run the controller")
@@ -188,22 +244,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands.add_parser(
         "version", help="print the version, and the images and chart that release publishes"
     )
-
-    args = parser.parse_args(argv)
-    if args.subcommand == "version":
-        print(f"tfjob-operator {published.VERSION}")
-        print(f"  operator image  {published.operator_image()}")
-        print(f"  trainer images  {published.trainer_image()}, {published.trainer_image(gpu=True)}")
-        print(f"  chart           {published.chart_reference()} --version {published.VERSION}")
-        return 0
-    if args.subcommand == "render":
-        return render_command.run(args.filename, args.namespace, args.cluster_domain)
-    if args.subcommand in client_commands.COMMANDS:
-        return client_commands.run(args)
-    if args.subcommand == "new":
-        words = list(sys.argv[1:] if argv is None else argv)
-        return _new(args, shlex.join(words[words.index("new") + 1 :]))
-    return _run(args)
+    shells = commands.add_parser(
+        "completion",
+        help=f"print the completion script of bash or zsh: source <({prog} completion bash)",
+    )
+    shells.add_argument("shell", choices=sorted(completion.SCRIPTS))
+    return parser
 
 
 def _new(args: argparse.Namespace, invocation: str) -> int:

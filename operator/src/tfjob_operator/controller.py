@@ -49,8 +49,9 @@ from .observe import (
 )
 from .plan import Plan, soonest
 from .refusals import Refusal, Refusals
+from .resources import JobKey
 from .status import StatusWrite
-from .watchcache import JobKey, Store
+from .watchcache import Store
 
 logger = logging.getLogger(__name__)
 

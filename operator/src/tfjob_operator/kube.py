@@ -22,10 +22,6 @@ from .observe import (
     observe_flavor,
 )
 
-#: Deployments' and NetworkPolicies' groups and versions (TensorBoards,
-#: integrations/tensorboard.py).
-APPS: Final = "/apis/apps/v1"
-NETWORKING: Final = "/apis/networking.k8s.io/v1"
 #: Where the classes a Kueue Workload's priority comes from are read, by kind.
 PRIORITY_CLASSES: Final = {
     "WorkloadPriorityClass": f"{KUEUE_WORKLOADS_PATH}/workloadpriorityclasses",

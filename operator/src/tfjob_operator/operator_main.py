@@ -40,7 +40,8 @@ from .observe import (
     observe_pod,
     observe_service,
 )
-from .watchcache import JobKey, Resource, Store, Watch, child_reader
+from .resources import JobKey, Resource, child_reader
+from .watchcache import Store, Watch
 
 logger = logging.getLogger(__name__)
 

@@ -23,21 +23,19 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
 import aiohttp
 import orjson
 
-from .api import LABEL_JOB_NAME
 from .apiserver.aio import ApiServerClient, collection_path, raise_for, unavailable
 from .apiserver.errors import ApiError, WatchExpired
 from .backoff import delay_after
 from .metrics import WatchCause
+from .resources import JobKey, Resource
 
 logger = logging.getLogger(__name__)
 
-JobKey = tuple[str, str]
 T = TypeVar("T")
 
 LIST_PAGE_SIZE: Final = 500
@@ -49,23 +47,6 @@ FIRST_BACKOFF_SECONDS: Final = 2.0
 MAX_BACKOFF_SECONDS: Final = 30.0
 #: How often a watch of an optional resource the API server does not serve looks again.
 ABSENT_RECHECK_SECONDS: Final = 30.0
-
-
-@dataclass(frozen=True)
-class Resource:
-    plural: str
-    group_path: str = "/api/v1"
-    label_selector: str | None = None
-    #: Another project's resource, which the API server may not serve (its CRD is not
-    #: installed): then its store stays empty, and the watch looks again now and then.
-    optional: bool = False
-    field_selector: str | None = None
-
-    @property
-    def name(self) -> str:
-        """`pods`, or with its group for other groups: `tfjobs.kubeflow.org`."""
-        parts = self.group_path.split("/")
-        return self.plural if parts[1] == "api" else f"{self.plural}.{parts[2]}"
 
 
 class Store(Generic[T]):
@@ -287,19 +268,3 @@ def _forbidden(error: BaseException) -> bool:
     restarted answers so until its authorizer has read the roles. Resumed like a failure
     that passes; a role really taken away refuses the list as well."""
     return isinstance(error, ApiError) and error.status == 403
-
-
-def child_reader(
-    observe: Callable[[Mapping[str, Any]], T], label: str = LABEL_JOB_NAME
-) -> Callable[[Mapping[str, Any]], tuple[str, JobKey, T] | None]:
-    """Reads a child of a job (a pod, a service, a PodGroup, a TensorBoard's Deployment or
-    Service) into its record, filed under the job its `label` names."""
-
-    def read(body: Mapping[str, Any]) -> tuple[str, JobKey, T] | None:
-        metadata = body["metadata"]
-        job_name = (metadata.get("labels") or {}).get(label)
-        if job_name is None:
-            return None
-        return metadata["uid"], (metadata["namespace"], job_name), observe(body)
-
-    return read

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -440,6 +441,46 @@ def test_run_without_the_controller_extra_says_what_to_install(
         monkeypatch.delitem(sys.modules, f"tfjob_operator.{module}", raising=False)
     assert cli.main(["run"]) == ExitCode.ERROR
     assert "pip install 'tfjob-operator[controller]'" in capsys.readouterr().err
+
+
+#: A fresh interpreter in which the controller's extra is not installed: importing any of
+#: its packages fails, as in `pip install tfjob-operator` alone.
+WITHOUT_CONTROLLER = """
+import sys
+from importlib.abc import MetaPathFinder
+class Absent(MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"aiohttp", "orjson", "prometheus_client", "cryptography"}:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, Absent())
+from tfjob_operator import cli
+sys.exit(cli.main(sys.argv[2:], prog=sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("prog", "words", "printed"),
+    [
+        ("tfjob-operator", ["render", "-f", "examples/mnist-mwms.yaml"], "TF_CONFIG"),
+        ("tfjob-operator", ["new", "digits", "--workers", "2"], "kind: TFJob"),
+        ("tfjob-operator", ["completion", "zsh"], "compdef _tfjob_operator"),
+        ("tfjob-operator", ["__complete", "get", "-o", "y"], "yaml\n:4"),
+        ("kubectl tfjob", ["--help"], "usage: kubectl tfjob"),
+    ],
+)
+def test_the_cli_runs_in_the_clients_install_without_the_controllers_dependencies(
+    prog: str, words: list[str], printed: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_CONTROLLER, prog, *words],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert printed in done.stdout
 
 
 def test_tensorboard_says_why_a_job_has_none() -> None:

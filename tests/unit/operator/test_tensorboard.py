@@ -31,9 +31,9 @@ from tfjob_operator.integrations.tensorboard import (
     render_board,
 )
 from tfjob_operator.job_view import JobView
+from tfjob_operator.resources import child_reader
 from tfjob_operator.spec import parse_spec
 from tfjob_operator.timeutil import to_rfc3339
-from tfjob_operator.watchcache import child_reader
 
 IMAGE = "ghcr.io/tfjob-operator/tfjob-trainer:0.1.0"
 LOG_DIR = "/data/$(TFJOB_NAME)-$(TFJOB_UID)/logs"

@@ -17,6 +17,7 @@ from release.changelog import sections
 from release.plan import SEMVER
 from tfjob_operator import published
 from tfjob_operator.cli import main as tfjob_operator
+from tfjob_operator.spec import parse_spec
 from tfjob_trainer.options import parse_options
 
 VERSION = (ROOT / "VERSION").read_text().strip()
@@ -40,6 +41,17 @@ def test_packages_carry_the_version(package: str) -> None:
 def test_chart_version_and_app_version_are_the_version() -> None:
     chart = _load("charts/tfjob-operator/Chart.yaml")
     assert (chart["version"], chart["appVersion"]) == (VERSION, VERSION)
+
+
+def test_the_charts_artifact_hub_example_is_a_valid_tfjob_of_the_published_trainer() -> None:
+    annotations = _load("charts/tfjob-operator/Chart.yaml")["annotations"]
+    (example,) = yaml.safe_load(annotations["artifacthub.io/crdsExamples"])
+    parse_spec(example["metadata"]["name"], example["spec"])
+    (worker,) = example["spec"]["tfReplicaSpecs"].values()
+    (container,) = worker["template"]["spec"]["containers"]
+    assert container["image"] == published.trainer_image()
+    crds = yaml.safe_load(annotations["artifacthub.io/crds"])
+    assert {c["name"] for c in crds} == {"tfjobs.tfjob.dev", "tfjobs.kubeflow.org"}
 
 
 def test_chart_names_the_published_operator_image() -> None:

@@ -17,7 +17,8 @@ from aiohttp.test_utils import TestServer
 from support.api_clients import TOKEN, client_of
 
 from tfjob_operator import watchcache
-from tfjob_operator.watchcache import Resource, Store, Watch
+from tfjob_operator.resources import Resource
+from tfjob_operator.watchcache import Store, Watch
 
 
 def pod(name: str, job: str, version: int, phase: str = "Running") -> dict[str, Any]:

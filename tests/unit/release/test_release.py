@@ -1,7 +1,9 @@
-"""The release's pure parts: its plan, its notes, the chart's pinned values, the bases."""
+"""The release's pure parts: its plan, its notes, the chart's pinned values and
+annotations, the provenance, the bases."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -10,9 +12,13 @@ from support.checkout import ROOT
 
 from release.bases import config_flags, official_base
 from release.buildah import BuildahError, pushed_digest
-from release.changelog import ChangelogError, notes
-from release.chart import ChartError, pin_image
-from release.plan import Plan, PlanError, make_plan
+from release.changelog import NOTHING_YET, ChangelogError, notes
+from release.chart import ChartError, annotate, pin_images
+from release.cli import pinned_section
+from release.images import Built, Pushed
+from release.plan import Plan, PlanError, images, make_plan
+from release.provenance import LOCAL_BUILDER, builder_id, predicate
+from release.signing import KEYLESS, Signer, SigningError
 from tfjob_localcluster.images.base import IMPORT_CHANGES
 from tfjob_localcluster.images.platforms import platform_args
 
@@ -119,37 +125,121 @@ def test_a_pre_release_without_a_section_of_its_own_takes_the_unreleased_notes()
     assert notes(CHANGELOG, "1.3.0-dev") == "- Something new.\n"
     with pytest.raises(ChangelogError, match="has no section"):
         notes(CHANGELOG, "1.3.0")
-    with pytest.raises(ChangelogError, match="is empty"):
-        notes(CHANGELOG.replace("- Something new.", ""), "1.3.0-dev")
+    assert notes(CHANGELOG.replace("- Something new.", ""), "1.3.0-dev") == NOTHING_YET
 
 
 def test_the_projects_changelog_has_notes_for_its_first_release() -> None:
     assert "### Added" in notes((ROOT / "CHANGELOG.md").read_text(), "0.1.0")
 
 
-def test_pinning_sets_the_image_registry_and_digest_and_keeps_the_comments() -> None:
+def test_pinning_sets_the_images_registry_and_digests_and_keeps_the_comments() -> None:
     values = (ROOT / "charts/tfjob-operator/values.yaml").read_text()
-    pinned = pin_image(values, "127.0.0.1:5000", DIGEST)
-    assert yaml.safe_load(pinned)["image"] == {
-        **yaml.safe_load(values)["image"],
-        "registry": "127.0.0.1:5000",
-        "digest": DIGEST,
+    trainer = "sha256:" + "cd" * 32
+    pinned = pin_images(values, "127.0.0.1:5000", DIGEST, trainer)
+    loaded, before = yaml.safe_load(pinned), yaml.safe_load(values)
+    assert loaded["image"] == {**before["image"], "registry": "127.0.0.1:5000", "digest": DIGEST}
+    assert loaded["tensorboard"] == {**before["tensorboard"], "digest": trainer}
+    assert {k: v for k, v in loaded.items() if k not in ("image", "tensorboard")} == {
+        k: v for k, v in before.items() if k not in ("image", "tensorboard")
     }
     assert [line for line in pinned.splitlines() if line.lstrip().startswith("#")] == [
         line for line in values.splitlines() if line.lstrip().startswith("#")
     ]
+    # Without the trainer, its default stays the tag.
+    assert yaml.safe_load(pin_images(values, "r", DIGEST, None))["tensorboard"]["digest"] == ""
 
 
 def test_pinning_refuses_values_it_cannot_pin_exactly() -> None:
     with pytest.raises(ChartError, match="no top-level `image:` block"):
-        pin_image("images:\n  registry: x\n", "r", DIGEST)
+        pin_images("images:\n  registry: x\n", "r", DIGEST, None)
     with pytest.raises(ChartError, match="must set digest on one line"):
-        pin_image("image:\n  registry: x\n  repository: y\n", "r", DIGEST)
+        pin_images("image:\n  registry: x\n  repository: y\n", "r", DIGEST, None)
+
+
+def test_the_charts_artifact_hub_annotations_name_the_images_by_digest() -> None:
+    chart = (ROOT / "charts/tfjob-operator/Chart.yaml").read_text()
+    listed = [("operator", f"r/tfjob-operator:1.2.3@{DIGEST}")]
+    annotated = yaml.safe_load(annotate(chart, listed, prerelease=True))
+    annotations = annotated.pop("annotations")
+    before = yaml.safe_load(chart)
+    assert annotations == {
+        **before.pop("annotations"),
+        "artifacthub.io/prerelease": "true",
+        "artifacthub.io/images": f"- name: operator\n  image: r/tfjob-operator:1.2.3@{DIGEST}\n",
+    }
+    assert annotated == before
+    with pytest.raises(ChartError, match="must end with its `annotations:` block"):
+        annotate(chart + "icon: x\n", listed, prerelease=False)
+
+
+def pushed_trainer(plan: Plan) -> Pushed:
+    trainer = images(plan.version)[1]
+    built = Built(trainer, "amd64", "local", 90.0, 2**30, "tensorflow 2.21.0 x86_64")
+    return Pushed(trainer, trainer.reference(plan.registry), DIGEST, (built,))
+
+
+def test_the_provenance_says_what_was_built_from_which_commit_by_what() -> None:
+    plan = plan_of()
+    start, end = datetime(2026, 11, 29, 6, 0, tzinfo=UTC), datetime(2026, 11, 29, 6, 9, tzinfo=UTC)
+    made = predicate(plan, pushed_trainer(plan), "c0ffee", start, end, LOCAL_BUILDER)
+    definition = made["buildDefinition"]
+    assert definition["externalParameters"] == {
+        "version": "1.2.3",
+        "image": "trainer",
+        "dockerfile": "trainer/Dockerfile",
+        "buildArgs": {},
+        "platforms": ["linux/amd64"],
+    }
+    assert definition["resolvedDependencies"] == [
+        {
+            "uri": "git+https://github.com/tfjob-operator/tfjob-operator@refs/tags/v1.2.3",
+            "digest": {"gitCommit": "c0ffee"},
+        }
+    ]
+    assert made["runDetails"]["metadata"] == {
+        "startedOn": "2026-11-29T06:00:00Z",
+        "finishedOn": "2026-11-29T06:09:00Z",
+    }
+    assert (
+        "digest"
+        not in predicate(plan, pushed_trainer(plan), None, start, end, "b")["buildDefinition"][
+            "resolvedDependencies"
+        ][0]
+    )
+    workflow = {"GITHUB_WORKFLOW_REF": "o/r/.github/workflows/release.yaml@refs/tags/v1.2.3"}
+    assert builder_id(workflow) == (
+        "https://github.com/o/r/.github/workflows/release.yaml@refs/tags/v1.2.3"
+    )
+    assert builder_id({}) == LOCAL_BUILDER
+
+
+def test_the_signer_is_a_key_file_keyless_or_none(tmp_path: Path) -> None:
+    assert Signer.of("") is None
+    assert Signer.of(KEYLESS) == Signer(None)
+    key = tmp_path / "cosign.key"
+    key.write_text("k")
+    assert Signer.of(str(key)) == Signer(key)
+    with pytest.raises(SigningError, match="no such cosign key file"):
+        Signer.of(str(tmp_path / "none.key"))
+
+
+def test_the_notes_list_what_was_pushed_by_digest() -> None:
+    plan = plan_of(platforms="linux/amd64")
+    section = pinned_section(plan, [pushed_trainer(plan)], "sha256:" + "ef" * 32)
+    assert section.splitlines()[1:] == [
+        "### Images and chart, by digest",
+        "",
+        f"- `ghcr.io/tfjob-operator/tfjob-trainer:1.2.3@{DIGEST}` (linux/amd64)",
+        "- `oci://ghcr.io/tfjob-operator/charts/tfjob-operator:1.2.3@sha256:"
+        + "ef" * 32
+        + "` (the chart)",
+    ]
 
 
 def test_the_official_base_is_named_in_full_for_buildah() -> None:
     assert official_base(ROOT / "trainer/Dockerfile") == (
         "docker.io/library/python:3.11.14-slim-bookworm"
+        "@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d"
     )
 
 

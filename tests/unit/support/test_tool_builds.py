@@ -47,6 +47,8 @@ def test_each_need_named_by_a_fixture_of_the_tests_or_a_parameter_is_a_go_built_
         "volcano",
         "prometheus_binaries",
         "monitoring",
+        "signing_key",
+        "release",
     }
     # The others are parameters' values: the backend's and the gang schedulers' names.
     assert set(tool_builds.NEEDS) - named_by_fixtures == {"kind", "scheduler-plugins"}

@@ -39,6 +39,8 @@ NEEDS: dict[str, tuple[str, str]] = {
     "chromedriver": ("chromedriver", "chromium-driver"),
     # The chaos run's clock skew (chaos/clocks.py): a process's time shifted by LD_PRELOAD.
     "faketime": (LIBFAKETIME, "libfaketime"),
+    # The completion tests' second shell (tests/integration/test_cli_completion.py).
+    "zsh": ("zsh", "zsh"),
 }
 NODE = ("containerd", "runc", "cni-plugins", "iptables")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

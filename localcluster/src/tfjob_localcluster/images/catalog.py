@@ -296,7 +296,9 @@ class ImageStore:
         self.say(f"building {spec.reference} from {spec.dockerfile.relative_to(REPOSITORY)}")
         args = ["build", "--network=host", "-f", str(spec.dockerfile), "-t", spec.reference]
         if spec.uses_base:
-            args += ["--build-arg", f"BASE={base.split('@')[0]}"]
+            # The base made here is named by its content's digest, not a registry's.
+            made_here = base.startswith(f"{baseimage.REFERENCE}@")
+            args += ["--build-arg", f"BASE={base.split('@')[0] if made_here else base}"]
             for name, value in platform_args(host_architecture()).items():
                 args += ["--build-arg", f"{name}={value}"]
         for name, value in spec.args:

@@ -35,8 +35,8 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from ..events import Event
 from ..job_view import JobView
+from ..resources import JobKey, Resource
 from ..spec import InvalidSpec, JobSpec, Replica
-from ..watchcache import JobKey, Resource
 
 #: What an open gate adds to a pod being rendered (a placement), by the pod's replica.
 Dressing = Callable[[dict[str, Any], Replica], None]

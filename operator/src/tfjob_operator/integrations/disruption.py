@@ -27,8 +27,8 @@ from ..api import LABEL_CONTROLLER_UID, LABEL_JOB_NAME, LABEL_REPLICA_TYPE, JobR
 from ..events import NORMAL, Event
 from ..job_view import JobView
 from ..observe import controller_uid
+from ..resources import Resource, child_reader
 from ..spec import JobSpec
-from ..watchcache import Resource, child_reader
 from .base import Host, Integration, ObjectWrites, Outcome, Settled, Stage, Watched
 
 #: The annotation by which a TFJob (of either API group) asks for a disruption budget.

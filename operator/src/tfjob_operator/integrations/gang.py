@@ -26,8 +26,8 @@ from .. import quantity
 from ..api import LABEL_JOB_NAME, GroupVersion, JobRef, ReplicaType
 from ..job_view import JobView
 from ..observe import PodGroupObservation, observe_pod_group
+from ..resources import Resource, child_reader
 from ..spec import InvalidSpec, JobSpec, Replica
-from ..watchcache import Resource, child_reader
 from . import base as gates
 from .base import Dressing, Gate, Host, Integration, Outcome, Settled, Stage, Watched
 

@@ -60,9 +60,9 @@ from ..apiserver.errors import ApiError
 from ..events import WARNING, Event
 from ..job_view import JobView
 from ..observe import FlavorObservation, PriorityClass, WorkloadObservation, observe_workload
+from ..resources import JobKey, Resource
 from ..spec import JobSpec, Replica
 from ..timeutil import to_rfc3339
-from ..watchcache import JobKey, Resource
 from . import base as gates
 from .base import Gate, Host, Integration, Outcome, Passage, Settled, Stage, Watched
 

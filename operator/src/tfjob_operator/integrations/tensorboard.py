@@ -55,12 +55,15 @@ from ..api import (
 from ..apiserver.errors import ApiError
 from ..events import NORMAL, WARNING, Event
 from ..job_view import JobView
-from ..kube import APPS, NETWORKING
 from ..observe import controller_uid
+from ..resources import Resource, child_reader
 from ..spec import InvalidSpec, JobSpec
 from ..timeutil import from_rfc3339, to_rfc3339
-from ..watchcache import Resource, child_reader
 from .base import Host, Integration, ObjectWrites, Outcome, Settled, Stage, Watched
+
+#: Deployments' and NetworkPolicies' groups and versions.
+APPS: Final = "/apis/apps/v1"
+NETWORKING: Final = "/apis/networking.k8s.io/v1"
 
 logger = logging.getLogger(__name__)
 
