@@ -65,31 +65,23 @@ def annotate(chart: str, images: Sequence[tuple[str, str]], prerelease: bool) ->
     lines.append("  artifacthub.io/images: |")
     lines += [f"    {line}" for line in yaml.safe_dump(listed, sort_keys=False).splitlines()]
     annotated = chart.rstrip("\n") + "\n" + "\n".join(lines) + "\n"
-    assert yaml.safe_load(annotated)["annotations"].keys() >= meta["annotations"].keys()
+    if not yaml.safe_load(annotated)["annotations"].keys() >= meta["annotations"].keys():
+        raise ChartError("Chart.yaml's annotations were lost in adding the release's")
     return annotated
 
 
-def package(
-    source: Path, plan: Plan, operator: str, digest: str, images: Mapping[str, str]
-) -> Path:
-    """The chart of `source` (charts/tfjob-operator), its images pinned (`operator`'s
-    registry and `digest`; `images`: every pushed image's name and reference@digest),
+def package(source: Path, plan: Plan, images: Mapping[str, str]) -> Path:
+    """The chart of `source` (charts/tfjob-operator), its images pinned (`images`: each
+    pushed image's name and registry/repository:tag@digest, the operator's among them),
     packaged into the release's directory; its version must be the release's."""
     work = Path(tempfile.mkdtemp(prefix="chart-", dir=cache_root() / "tmp"))
     try:
-        return _package(source, work / "tfjob-operator", plan, operator, digest, images)
+        return _package(source, work / "tfjob-operator", plan, images)
     finally:
         shutil.rmtree(work)
 
 
-def _package(
-    source: Path,
-    chart: Path,
-    plan: Plan,
-    operator: str,
-    digest: str,
-    images: Mapping[str, str],
-) -> Path:
+def _package(source: Path, chart: Path, plan: Plan, images: Mapping[str, str]) -> Path:
     shutil.copytree(source, chart)
     meta = yaml.safe_load((chart / "Chart.yaml").read_text())
     if (meta["version"], str(meta["appVersion"])) != (plan.version, plan.version):
@@ -97,11 +89,16 @@ def _package(
             f"Chart.yaml has version {meta['version']} and appVersion {meta['appVersion']}, "
             f"the release is {plan.version}: run `make version VERSION={plan.version}`"
         )
-    registry = operator.rsplit("/", 1)[0]
+    operator, digest = images["operator"].rsplit("@", 1)
     trainer = images.get("trainer")
     values = chart / "values.yaml"
     values.write_text(
-        pin_images(values.read_text(), registry, digest, trainer and trainer.rsplit("@", 1)[1])
+        pin_images(
+            values.read_text(),
+            operator.rsplit("/", 1)[0],
+            digest,
+            trainer and trainer.rsplit("@", 1)[1],
+        )
     )
     meta_file = chart / "Chart.yaml"
     meta_file.write_text(

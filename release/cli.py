@@ -112,11 +112,7 @@ def release(plan: Plan, source: Path, notes: str, uv: str, signer: signing.Signe
     chart_digest = None
     if operator is not None:
         packaged = chart.package(
-            source / "charts" / "tfjob-operator",
-            plan,
-            operator.reference,
-            operator.digest,
-            {p.image.name: p.pinned for p in pushed},
+            source / "charts" / "tfjob-operator", plan, {p.image.name: p.pinned for p in pushed}
         )
         chart_digest = chart.push(packaged, plan)
         say(f"pushed {plan.chart_reference}:{plan.version}@{chart_digest}")
