@@ -16,6 +16,7 @@ pytest_plugins = [
     "support.fixtures",
     "support.backends",
     "support.kueue",
+    "support.multikueue",
     "support.streams",
     "support.summary",
     "support.tool_builds",

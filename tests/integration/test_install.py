@@ -87,13 +87,17 @@ def test_chart_lints_and_renders_what_the_api_server_accepts(
         "--set",
         "clusterDomain=cluster.local",
     ]
-    for values in ([], namespaced):
+    multikueue = ["--set", "multiKueue.manager.enabled=true", "--set", "multiKueue.workerRole=true"]
+    for values in ([], namespaced, multikueue):
         assert "0 chart(s) failed" in helm("lint", str(CHART), *values).stdout
         rendered = helm("template", RELEASE, str(CHART), "--namespace", namespace, *values).stdout
         applied = kubectl("apply", "--dry-run=server", "-f", "-", input=rendered).stdout
         assert f"deployment.apps/{RELEASE} created (server dry run)" in applied
-        kind = "role" if values else "clusterrole"
+        kind = "role" if values is namespaced else "clusterrole"
         assert f"{kind}.rbac.authorization.k8s.io/{RELEASE} created (server dry run)" in applied
+        for role in ("multikueue-manager", "multikueue-worker"):
+            made = f"clusterrole.rbac.authorization.k8s.io/{RELEASE}-{role} created"
+            assert (made in applied) is (values is multikueue), (role, applied)
     bad = helm("template", RELEASE, str(CHART), "--set", "image.pullPolicy=Sometimes", check=False)
     assert bad.returncode != 0
     assert "pullPolicy" in bad.stderr
@@ -368,6 +372,8 @@ def test_rbac_grants_exactly_what_the_operator_uses(
         ("list", "tfjob.dev", "tfjobs"),
         ("watch", "tfjob.dev", "tfjobs"),
         ("delete", "tfjob.dev", "tfjobs"),
+        # spec.managedBy mirrored from Kubeflow's runPolicy.managedBy for MultiKueue.
+        ("patch", "tfjob.dev", "tfjobs"),
         ("patch", "tfjob.dev", "tfjobs", "status"),
         ("create", "", "pods"),
         ("delete", "", "pods"),
@@ -377,6 +383,9 @@ def test_rbac_grants_exactly_what_the_operator_uses(
         ("watch", "scheduling.volcano.sh", "podgroups"),
         ("create", "kueue.x-k8s.io", "workloads"),
         ("patch", "kueue.x-k8s.io", "workloads", "status"),
+        # The Workload MultiKueue made for a job dispatched here: read and adopted.
+        ("get", "kueue.x-k8s.io", "workloads"),
+        ("patch", "kueue.x-k8s.io", "workloads"),
         ("get", "kueue.x-k8s.io", "resourceflavors"),
         # A Workload's priority (integrations/kueue.py): the classes are read, never changed.
         ("get", "kueue.x-k8s.io", "workloadpriorityclasses"),
@@ -404,7 +413,6 @@ def test_rbac_grants_exactly_what_the_operator_uses(
         ("update", "", "pods"),
         ("patch", "", "pods"),
         ("get", "", "secrets"),
-        ("patch", "tfjob.dev", "tfjobs"),
         ("update", "tfjob.dev", "tfjobs"),
         ("patch", "apps", "deployments"),
         ("update", "apps", "deployments"),

@@ -9,6 +9,7 @@ of the session's (the `kubeflow_operator` fixture).
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from typing import Any
 
@@ -123,7 +124,13 @@ def test_jobs_another_controller_manages_are_left_alone(
         assert jobs.get(name).get("status") is None, name
         assert jobs.pods(name) == [], name
         assert jobs.services(name) == [], name
-        assert jobs.events(name) == [], name
+        if name != "multikueue":
+            assert jobs.events(name) == [], name
+    # MultiKueue's job is read (on a manager the operator makes its Workload), and one
+    # that no queue holds says nothing will run it.
+    (warning,) = kubeflow_jobs.events("multikueue")
+    assert (warning["type"], warning["reason"]) == ("Warning", "NotQueued")
+    assert "nothing runs it" in warning["message"]
 
 
 @pytest.mark.parametrize("group", ["tfjob.dev", KUBEFLOW])
@@ -153,6 +160,27 @@ def test_managed_by_is_immutable(kubeflow_operator: OperatorProcess, kubectl: Ku
     assert "managedBy is immutable: the controller that manages a job cannot change" in changed
     removed = patch({"managedBy": None})
     assert "managedBy is immutable" in removed
+
+    # spec.managedBy, the field Kueue's MultiKueue adapter reads: set after creation only
+    # as the copy of runPolicy.managedBy, then fixed.
+    def patch_spec(name: str, spec: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        return kubectl(
+            "patch", f"tfjobs.{group}/{name}", "-n", namespace, "--type=merge",
+            "-p", json.dumps({"spec": spec}), check=False,
+        )  # fmt: skip
+
+    unset = patch_spec("fixed", {"managedBy": "kueue.x-k8s.io/multikueue"})
+    assert unset.returncode != 0
+    assert "nor set after the job is created but as its runPolicy.managedBy" in unset.stderr
+    other = patch_spec("managed", {"managedBy": "example.com/other"})
+    assert other.returncode != 0
+    assert "spec.managedBy is example.com/other but spec.runPolicy.managedBy is" in other.stderr
+    mirrored = patch_spec("managed", {"managedBy": "kueue.x-k8s.io/multikueue"})
+    assert mirrored.returncode == 0, mirrored.stderr
+    for change in ("tfjob.dev/tfjob-operator", None):
+        refused = patch_spec("managed", {"managedBy": change})
+        assert refused.returncode != 0, change
+        assert "managedBy is immutable" in refused.stderr
 
     body["metadata"]["name"] = "malformed"
     body["spec"]["runPolicy"]["managedBy"] = "not a controller"

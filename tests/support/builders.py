@@ -214,13 +214,15 @@ def decide_observing(
     pod_groups: Sequence[PodGroupObservation] = (),
     gangs: GangSchedulers = USUAL_GANG_SCHEDULERS,
     records: Mapping[str, Sequence[Any]] | None = None,
+    readable_workloads: Sequence[WorkloadObservation] = (),
     **options: Any,
 ) -> Plan:
     """`decide` with every integration the operator runs, each observing what its watches
-    would show: Kueue `workloads` (and the ResourceFlavors `flavors` it reads), the gang's
-    `pod_groups`, and any integration's `records` by its name."""
+    would show: Kueue `workloads` (and the ResourceFlavors `flavors` it reads, and the
+    `readable_workloads` it may read by name), the gang's `pod_groups`, and any
+    integration's `records` by its name."""
     shown = {Kueue.name: workloads, GangScheduling.name: pod_groups, **(records or {})}
-    reads = _FlavorReads(flavors or {})
+    reads = _KueueReads(flavors or {}, {w.name: w for w in readable_workloads})
     observations = [
         Observation(
             integration,
@@ -233,14 +235,22 @@ def decide_observing(
     return decide(job, pods, services, now, cluster_domain, observations=observations, **options)
 
 
-class _FlavorReads:
-    """The ResourceFlavors Kueue's observation reads."""
+class _KueueReads:
+    """The ResourceFlavors and Workloads Kueue's observation reads."""
 
-    def __init__(self, flavors: Mapping[str, FlavorObservation]) -> None:
+    def __init__(
+        self,
+        flavors: Mapping[str, FlavorObservation],
+        workloads: Mapping[str, WorkloadObservation],
+    ) -> None:
         self.flavors = flavors
+        self.workloads = workloads
 
     async def read_resource_flavor(self, name: str) -> FlavorObservation | None:
         return self.flavors.get(name)
+
+    async def read_workload(self, namespace: str, name: str) -> WorkloadObservation | None:
+        return self.workloads.get(name)
 
 
 def workload_writes(plan: Plan) -> WorkloadWrites:

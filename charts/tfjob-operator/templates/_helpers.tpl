@@ -90,9 +90,11 @@ The image of TFJobs' TensorBoards: tensorboard.image, else the release's trainer
 
 {{- define "tfjob-operator.rules" -}}
 {{- $groups := ternary (list "tfjob.dev" "kubeflow.org") (list "tfjob.dev") .Values.kubeflow.enabled -}}
+# patch: the one spec field the operator writes, spec.managedBy mirroring Kubeflow's
+# runPolicy.managedBy for MultiKueue (integrations/kueue.py).
 - apiGroups: {{ toJson $groups }}
   resources: ["tfjobs"]
-  verbs: ["list", "watch", "delete"]
+  verbs: ["list", "watch", "patch", "delete"]
 - apiGroups: {{ toJson $groups }}
   resources: ["tfjobs/status"]
   verbs: ["patch"]
@@ -114,9 +116,11 @@ The image of TFJobs' TensorBoards: tensorboard.image, else the release's trainer
 - apiGroups: ["scheduling.x-k8s.io", "scheduling.volcano.sh"]
   resources: ["podgroups"]
   verbs: ["list", "watch", "create", "patch", "delete"]
+# get and patch: the Workload MultiKueue made for a job dispatched to this cluster, read by
+# name and adopted.
 - apiGroups: ["kueue.x-k8s.io"]
   resources: ["workloads"]
-  verbs: ["list", "watch", "create", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["kueue.x-k8s.io"]
   resources: ["workloads/status"]
   verbs: ["patch"]

@@ -7,6 +7,7 @@ decided the same way under both; `TFJobApi` holds what differs: where it is serv
 the labels and controller names that API's own clients select on.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
@@ -20,8 +21,11 @@ CONTAINER_NAME: Final = "tensorflow"
 PORT_NAME: Final = "tfjob-port"
 DEFAULT_PORT: Final = 2222
 
-#: Value of runPolicy.managedBy that this operator reconciles (absent means the same).
+#: Value of managedBy that this operator reconciles (absent means the same).
 MANAGED_BY: Final = "tfjob.dev/tfjob-operator"
+#: Kueue's MultiKueue, as a job's managedBy: the job runs on a worker cluster MultiKueue
+#: picks, and this cluster's copy mirrors its status.
+MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
 FIELD_MANAGER: Final = "tfjob-operator"
 
 LABEL_JOB_NAME: Final = "tfjob.dev/job-name"
@@ -72,6 +76,12 @@ KUEUE_PREFERRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-preferred-topology"
 KUEUE_UNCONSTRAINED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-unconstrained-topology"
 KUEUE_SLICE_REQUIRED_TOPOLOGY: Final = "kueue.x-k8s.io/podset-slice-required-topology"
 KUEUE_SLICE_SIZE: Final = "kueue.x-k8s.io/podset-slice-size"
+#: What MultiKueue puts on the copy of a job it creates on a worker cluster: the Workload it
+#: made there for the job (which the job's controller adopts instead of making one; an
+#: annotation since Kueue v0.19, a label before, read in that order as Kueue reads it),
+#: and the manager cluster it came from (a label).
+KUEUE_PREBUILT_WORKLOAD: Final = "kueue.x-k8s.io/prebuilt-workload-name"
+KUEUE_MULTIKUEUE_ORIGIN_LABEL: Final = "kueue.x-k8s.io/multikueue-origin"
 
 #: Exit code of TensorFlow's PreemptionCheckpointHandler (and of tfjob-train for a lost peer).
 PREEMPTION_EXIT_CODE: Final = 42
@@ -152,13 +162,23 @@ def api_of(api_version: object) -> TFJobApi | None:
     return next((api for api in APIS if api.api_version == api_version), None)
 
 
-def reconciles(managed_by: str | None) -> bool:
-    """Whether this operator reconciles a TFJob whose runPolicy.managedBy is `managed_by`.
+def manager_of(body: Mapping[str, Any]) -> str | None:
+    """The controller that runs a TFJob, None for this operator: spec.managedBy, else
+    Kubeflow's spec.runPolicy.managedBy (the CRD keeps the two equal where both are set).
 
     Another controller's value leaves the job to it: Kubeflow's training-operator may run
-    beside this one, and MultiKueue runs the job on a worker cluster.
+    beside this one, and MultiKueue runs the job on a worker cluster. The copy MultiKueue
+    creates on that worker (labelled with its origin) is this operator's to run: MultiKueue
+    drops spec.managedBy from it, but not the runPolicy field it does not know.
     """
-    return managed_by is None or managed_by == MANAGED_BY
+    spec = body.get("spec") or {}
+    managed_by = spec.get("managedBy") or (spec.get("runPolicy") or {}).get("managedBy")
+    if managed_by is None or managed_by == MANAGED_BY:
+        return None
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    if managed_by == MULTIKUEUE and KUEUE_MULTIKUEUE_ORIGIN_LABEL in labels:
+        return None
+    return str(managed_by)
 
 
 class ReplicaType(StrEnum):

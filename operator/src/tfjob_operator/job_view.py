@@ -12,7 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .api import KUEUE_PRIORITY_CLASS_LABEL, KUEUE_QUEUE_LABEL, TFJOB_DEV, JobRef, TFJobApi
+from .api import (
+    KUEUE_PREBUILT_WORKLOAD,
+    KUEUE_PRIORITY_CLASS_LABEL,
+    KUEUE_QUEUE_LABEL,
+    TFJOB_DEV,
+    JobRef,
+    TFJobApi,
+    manager_of,
+)
 from .spec import InvalidSpec, JobSpec, parse_spec
 
 
@@ -33,6 +41,11 @@ class JobView:
     #: The WorkloadPriorityClass its Workload takes (KUEUE_PRIORITY_CLASS_LABEL), if any.
     priority_class: str | None = None
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: The controller that runs the job, if not this operator (api.manager_of): here, only
+    #: MultiKueue, which dispatches it to a worker cluster.
+    managed_by: str | None = None
+    #: The Workload MultiKueue made for the job on this worker cluster, if it did.
+    prebuilt_workload: str | None = None
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any], api: TFJobApi = TFJOB_DEV) -> JobView:
@@ -43,6 +56,11 @@ class JobView:
             created=str(metadata.get("creationTimestamp") or ""),
             queue=labels.get(KUEUE_QUEUE_LABEL),
             priority_class=labels.get(KUEUE_PRIORITY_CLASS_LABEL),
+            managed_by=manager_of(body),
+            prebuilt_workload=(
+                (metadata.get("annotations") or {}).get(KUEUE_PREBUILT_WORKLOAD)
+                or labels.get(KUEUE_PREBUILT_WORKLOAD)
+            ),
             annotations=metadata.get("annotations") or {},
             resource_version=str(metadata.get("resourceVersion") or ""),
             generation=int(metadata.get("generation") or 0),

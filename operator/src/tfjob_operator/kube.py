@@ -20,6 +20,7 @@ from .observe import (
     PriorityClass,
     WorkloadObservation,
     observe_flavor,
+    observe_workload,
 )
 
 #: Where the classes a Kueue Workload's priority comes from are read, by kind.
@@ -87,22 +88,53 @@ class Kube:
         path = collection_path(namespace, "workloads", KUEUE_WORKLOADS_PATH)
         return await self._delete(path, workload.name, workload.uid, "workload")
 
-    async def patch_workload_status(
-        self, namespace: str, workload: WorkloadObservation, patch: Mapping[str, Any]
-    ) -> None:
-        """Merge-patches the Workload's status; `patch` names the resourceVersion it was
-        built from, and a Workload changed since is left to the next decision."""
+    async def read_workload(self, namespace: str, name: str) -> WorkloadObservation | None:
+        """The Workload `name`; None if there is none."""
         path = collection_path(namespace, "workloads", KUEUE_WORKLOADS_PATH)
-        status, payload = await self.api.send(
+        status, payload = await self.api.send("GET", f"{path}/{name}")
+        if status == 404:
+            return None
+        raise_for(status, f"get workload {namespace}/{name}", payload)
+        return observe_workload(orjson.loads(payload))
+
+    async def patch_workload(
+        self,
+        namespace: str,
+        workload: WorkloadObservation,
+        patch: Mapping[str, Any],
+        *,
+        status: bool = False,
+    ) -> None:
+        """Merge-patches the Workload (its metadata), or its `status`; `patch` names the
+        resourceVersion it was built from, and a Workload changed since is left to the next
+        decision."""
+        path = f"{collection_path(namespace, 'workloads', KUEUE_WORKLOADS_PATH)}/{workload.name}"
+        answer, payload = await self.api.send(
             "PATCH",
-            f"{path}/{workload.name}/status",
+            f"{path}/status" if status else path,
             body=patch,
             params={"fieldManager": FIELD_MANAGER},
             content_type=MERGE_PATCH,
         )
+        if answer in (404, 409):
+            return
+        what = "status of workload" if status else "workload"
+        raise_for(answer, f"patch {what} {namespace}/{workload.name}", payload)
+
+    async def patch_job(self, job: JobRef, resource_version: str, patch: Mapping[str, Any]) -> None:
+        """Merge-patches the TFJob itself if it is still at `resource_version`; one changed
+        since is left to the next decision."""
+        status, payload = await self.api.send(
+            "PATCH",
+            f"{collection_path(job.namespace, PLURAL, job.api.path)}/{job.name}",
+            body={**patch, "metadata": {"resourceVersion": resource_version}},
+            params={"fieldManager": FIELD_MANAGER},
+            content_type=MERGE_PATCH,
+            priority=Priority.DECISION,
+        )
         if status in (404, 409):
             return
-        raise_for(status, f"patch status of workload {namespace}/{workload.name}", payload)
+        raise_for(status, f"patch tfjob {job.namespace}/{job.name}", payload)
 
     async def read_resource_flavor(self, name: str) -> FlavorObservation | None:
         """The ResourceFlavor `name`; None if there is none, or the operator may not read

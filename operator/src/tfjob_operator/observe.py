@@ -145,6 +145,10 @@ class WorkloadObservation:
     #: Made by the operator (integrations/kueue.py), not by Kueue's own integration of the
     #: job's API.
     made_here: bool = False
+    #: The worker cluster MultiKueue dispatched the job to (status.clusterName), if any.
+    cluster_name: str | None = None
+    #: Each admission check's name, state and message (MultiKueue's among them).
+    checks: tuple[tuple[str, str, str], ...] = ()
 
 
 def observe_workload(body: Mapping[str, Any]) -> WorkloadObservation:
@@ -183,6 +187,11 @@ def observe_workload(body: Mapping[str, Any]) -> WorkloadObservation:
         ),
         conditions=tuple(status.get("conditions") or ()),
         made_here=LABEL_CONTROLLER_UID in (metadata.get("labels") or {}),
+        cluster_name=status.get("clusterName") or None,
+        checks=tuple(
+            (str(c.get("name") or ""), str(c.get("state") or ""), str(c.get("message") or ""))
+            for c in status.get("admissionChecks") or []
+        ),
     )
 
 

@@ -18,12 +18,7 @@ import ssl
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .api import (
-    LABEL_JOB_NAME,
-    PLURAL,
-    TFJobApi,
-    reconciles,
-)
+from .api import LABEL_JOB_NAME, MULTIKUEUE, PLURAL, TFJobApi, manager_of
 from .apiserver.aio import ApiServerClient
 from .apiserver.connection import load_connection
 from .controller import Caches, Controller
@@ -50,11 +45,11 @@ def job_reader(
     api: TFJobApi,
 ) -> Callable[[Mapping[str, Any]], tuple[str, JobKey, JobView] | None]:
     """Reads a TFJob of `api` into its record; one another controller manages is skipped
-    (runPolicy.managedBy is immutable, so a job never moves in or out)."""
+    (managedBy is immutable, so a job never moves in or out), but for MultiKueue's: on a
+    manager cluster the operator makes the Workload MultiKueue dispatches (decide/)."""
 
     def read(body: Mapping[str, Any]) -> tuple[str, JobKey, JobView] | None:
-        run_policy = (body.get("spec") or {}).get("runPolicy") or {}
-        if not reconciles(run_policy.get("managedBy")):
+        if manager_of(body) not in (None, MULTIKUEUE):
             return None
         job = JobView.from_body(body, api)
         return job.ref.uid, (job.ref.namespace, job.ref.name), job

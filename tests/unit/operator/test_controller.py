@@ -182,10 +182,15 @@ class FakeWrites:
         self.calls.append(("delete workload", workload.name))
         return True
 
-    async def patch_workload_status(
-        self, namespace: str, workload: WorkloadObservation, patch: Mapping[str, Any]
+    async def patch_workload(
+        self,
+        namespace: str,
+        workload: WorkloadObservation,
+        patch: Mapping[str, Any],
+        *,
+        status: bool = False,
     ) -> None:
-        self.calls.append(("patch workload status", workload.name))
+        self.calls.append(("patch workload status" if status else "patch workload", workload.name))
 
     async def read_resource_flavor(self, name: str) -> FlavorObservation | None:
         self.calls.append(("read flavor", name))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from support.builders import NOW, decide_observing, replica_of, replica_spec
 
-from tfjob_operator.api import KUBEFLOW, TFJOB_DEV, JobRef, api_of, reconciles
+from tfjob_operator.api import KUBEFLOW, TFJOB_DEV, JobRef, api_of, manager_of
 from tfjob_operator.controller import Caches, Controller
 from tfjob_operator.decide import decide_name_taken, name_order
 from tfjob_operator.events import WARNING, Event, event_object
@@ -54,21 +54,24 @@ def test_api_versions_name_their_api() -> None:
 
 
 @pytest.mark.parametrize(
-    ("managed_by", "ours"),
+    ("managed_by", "manager"),
     [
-        (None, True),
-        ("tfjob.dev/tfjob-operator", True),
-        ("kubeflow.org/training-operator", False),
-        ("kueue.x-k8s.io/multikueue", False),
+        (None, None),
+        ("tfjob.dev/tfjob-operator", None),
+        ("kubeflow.org/training-operator", "kubeflow.org/training-operator"),
+        ("kueue.x-k8s.io/multikueue", "kueue.x-k8s.io/multikueue"),
     ],
 )
-def test_the_operator_reconciles_unset_or_its_own_managed_by(
-    managed_by: str | None, ours: bool
+def test_the_operator_reads_its_own_jobs_and_multikueues(
+    managed_by: str | None, manager: str | None
 ) -> None:
-    assert reconciles(managed_by) is ours
+    """Its own jobs are decided; MultiKueue's are read too (their Workload is the
+    operator's to make, their pods are not); another operator's are skipped."""
     run_policy = {} if managed_by is None else {"managedBy": managed_by}
-    read = job_reader(KUBEFLOW)(body(KUBEFLOW_JOB, "2026-11-22T12:00:00Z", **run_policy))
-    if not ours:
+    job_body = body(KUBEFLOW_JOB, "2026-11-22T12:00:00Z", **run_policy)
+    assert manager_of(job_body) == manager
+    read = job_reader(KUBEFLOW)(job_body)
+    if manager == "kubeflow.org/training-operator":
         assert read is None
         return
     assert read is not None
@@ -76,6 +79,29 @@ def test_the_operator_reconciles_unset_or_its_own_managed_by(
     assert (uid, key) == ("uid-kf", ("ml", "mnist"))
     assert job.ref == KUBEFLOW_JOB
     assert job.created == "2026-11-22T12:00:00Z"
+    assert job.managed_by == manager
+
+
+def test_spec_managed_by_names_the_manager_and_multikueues_copy_is_ours() -> None:
+    """spec.managedBy (the field Kueue's MultiKueue adapter reads) says the same as
+    Kubeflow's runPolicy field; the copy MultiKueue makes on a worker, which keeps the
+    runPolicy field but carries MultiKueue's origin label, is this operator's to run."""
+    job_body = body(KUBEFLOW_JOB, "2026-11-22T12:00:00Z")
+    job_body["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
+    assert manager_of(job_body) == "kueue.x-k8s.io/multikueue"
+    copy = body(KUBEFLOW_JOB, "2026-11-22T12:00:00Z", managedBy="kueue.x-k8s.io/multikueue")
+    copy["metadata"]["labels"] = {
+        "kueue.x-k8s.io/multikueue-origin": "manager",
+        "kueue.x-k8s.io/prebuilt-workload-name": "tfjob-mnist-abcde",
+    }
+    assert manager_of(copy) is None
+    view = JobView.from_body(copy, KUBEFLOW)
+    assert view.managed_by is None
+    assert view.prebuilt_workload == "tfjob-mnist-abcde"
+    # Another controller's job carrying the label stays that controller's.
+    other = body(KUBEFLOW_JOB, "", managedBy="kubeflow.org/training-operator")
+    other["metadata"]["labels"] = {"kueue.x-k8s.io/multikueue-origin": "manager"}
+    assert manager_of(other) == "kubeflow.org/training-operator"
 
 
 def test_children_carry_kubeflows_labels_and_a_kubeflow_owner() -> None:

@@ -57,9 +57,10 @@ def workload(
     counts: dict[str, int] | None = None,
     flavor: str | None = None,
     topology: bool = False,
+    more_status: dict[str, Any] | None = None,
 ) -> WorkloadObservation:
     """A Workload of JOB with `conditions` (type: (status, reason, message)), admitted to
-    `flavor` when given."""
+    `flavor` when given, with `more_status` in its status."""
     counts = counts or {"chief": 1, "worker": 2}
     status: dict[str, Any] = {
         "conditions": [
@@ -71,7 +72,8 @@ def workload(
                 "lastTransitionTime": "2026-11-22T11:00:00Z",
             }
             for kind, (value, reason, message) in (conditions or {}).items()
-        ]
+        ],
+        **(more_status or {}),
     }
     if flavor is not None:
         status["admission"] = {

@@ -14,7 +14,13 @@ as its manifests install them whether the integration is on or not (off, Kueue a
 with a no-op); they call the process at https://127.0.0.1:<port> with a certificate of the
 cluster's CA, since no Service fronts it.
 So Kueue's own certificate management, which expects that Service, is off, and so is its
-visibility API server, which nothing here registers. Without its certificate management,
+visibility API server, which nothing here registers.
+A MultiKueue manager (`multikueue=MultiKueueManager(...)`) dispatches both APIs' TFJobs
+with Kueue's generic adapter for external frameworks (its alpha feature gate
+MultiKueueAdaptersForCustomJobs), and gives up a lost worker after `worker_lost_timeout`
+(Kueue's default is 15 minutes). `multikueue_secret` is the Secret a MultiKueueCluster
+reads a worker's kubeconfig from: Kueue accepts only one that carries its certificates.
+Without its certificate management,
 Kueue reads a metrics certificate from /etc/kueue/metrics/certs even when it serves no
 metrics: it runs in a mount namespace of its own (private_run.py) whose /etc is an
 overlay holding that file, so nothing is written to the host's /etc.
@@ -29,6 +35,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +76,50 @@ class KueueError(LocalClusterError):
     """Kueue did not start, or its webhooks did not answer."""
 
 
+#: What MultiKueue needs of Kueue beyond its defaults: its generic adapter (alpha).
+MULTIKUEUE_FEATURE_GATES = ("MultiKueueAdaptersForCustomJobs=true",)
+#: The Secret key a MultiKueueCluster's kubeconfig is read from (Kueue's).
+MULTIKUEUE_KUBECONFIG_KEY = "kubeconfig"
+
+
+@dataclass(frozen=True)
+class MultiKueueManager:
+    """Kueue as a MultiKueue manager: how long a worker may be unreachable before the
+    jobs it admitted are dispatched again."""
+
+    worker_lost_timeout: str = "15m"
+
+
+def multikueue_configuration(manager: MultiKueueManager) -> Obj:
+    """The Configuration's `multiKueue`: both APIs' TFJobs through the generic adapter."""
+    return {
+        "externalFrameworks": [{"name": TFJOB_DEV_FRAMEWORK}, {"name": KUBEFLOW_FRAMEWORK}],
+        "workerLostTimeout": manager.worker_lost_timeout,
+    }
+
+
+def multikueue_secret(name: str, kubeconfig: str) -> Obj:
+    """The Secret, in Kueue's namespace, a MultiKueueCluster named `name` reads its
+    worker's `kubeconfig` (certificates embedded) from."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "stringData": {MULTIKUEUE_KUBECONFIG_KEY: kubeconfig},
+    }
+
+
 def configuration(
-    webhook_port: int, health_port: int, cert_dir: Path, kubeflow_integration: bool
+    webhook_port: int,
+    health_port: int,
+    cert_dir: Path,
+    kubeflow_integration: bool,
+    multikueue: MultiKueueManager | None = None,
 ) -> Obj:
     """Kueue's Configuration; `kubeflow_integration` puts kubeflow.org's TFJobs under
     Kueue's own integration instead of the operator's route."""
     return {
+        **({"multiKueue": multikueue_configuration(multikueue)} if multikueue else {}),
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "namespace": NAMESPACE,
@@ -160,10 +205,12 @@ class Kueue(ProcessBeside):
         state_dir: Path,
         *,
         kubeflow_integration: bool = False,
+        multikueue: MultiKueueManager | None = None,
     ) -> None:
         super().__init__("kueue", kubeconfig, kubectl, state_dir)
         self.ca = ca
         self.kubeflow_integration = kubeflow_integration
+        self.multikueue = multikueue
         self.version = read_versions()["KUEUE_VERSION"]
         self.binary = locate("kueue").kueue
         self.webhook_port = free_port("127.0.0.1")
@@ -195,7 +242,11 @@ class Kueue(ProcessBeside):
         config.write_text(
             yaml.safe_dump(
                 configuration(
-                    self.webhook_port, self.health_port, cert_dir, self.kubeflow_integration
+                    self.webhook_port,
+                    self.health_port,
+                    cert_dir,
+                    self.kubeflow_integration,
+                    self.multikueue,
                 )
             )
         )
@@ -205,7 +256,11 @@ class Kueue(ProcessBeside):
                     str(self.binary),
                     f"--config={config}",
                     f"--kubeconfig={self.kubeconfig}",
-                    "--feature-gates=VisibilityOnDemand=false",
+                    "--feature-gates="
+                    + ",".join(
+                        ("VisibilityOnDemand=false",)
+                        + (MULTIKUEUE_FEATURE_GATES if self.multikueue else ())
+                    ),
                 ],
                 etc_upper,
             ),

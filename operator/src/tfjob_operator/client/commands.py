@@ -171,7 +171,13 @@ def _get(client: TFJobClient, args: argparse.Namespace, out: TextIO, err: TextIO
         body = jobs[0].object if args.name else {"items": [j.object for j in jobs]}
         print(yaml.safe_dump(body, sort_keys=False), end="", file=out)
     elif jobs:
-        print(report.table(jobs, now(), namespaces=args.all_namespaces), file=out)
+        dispatches = {
+            job.uid: dispatch for job in jobs if (dispatch := client.dispatch(job)) is not None
+        }
+        print(
+            report.table(jobs, now(), namespaces=args.all_namespaces, dispatches=dispatches),
+            file=out,
+        )
     else:
         print(f"No TFJobs found in {client.namespace} namespace.", file=err)
     return ExitCode.SUCCEEDED

@@ -37,6 +37,8 @@ from ..api import (
     APIS,
     CONTAINER_NAME,
     KIND,
+    KUEUE_JOB_UID_LABEL,
+    KUEUE_WORKLOADS_PATH,
     LABEL_CONTROLLER_UID,
     LABEL_TENSORBOARD_OF,
     PLURAL,
@@ -51,7 +53,7 @@ from ..timeutil import now
 from . import report
 from .forward import PortForward
 from .results import results_in
-from .views import FINISHED, Replica, TFJob, training_container_status
+from .views import FINISHED, Dispatch, Replica, TFJob, training_container_status
 
 #: How often `wait` and a followed log look at the job and its pods.
 POLL_SECONDS: Final = 1.0
@@ -202,9 +204,27 @@ class TFJobClient:
         ]
         return sorted(mine, key=report.event_time)
 
+    def dispatch(self, job: TFJob | str, namespace: str | None = None) -> Dispatch | None:
+        """Where another controller runs the job (MultiKueue: which worker cluster, read
+        from the job's Workload here); None for a job this operator runs here."""
+        job = job if isinstance(job, TFJob) else self.get(job, namespace)
+        manager = job.managed_by
+        if manager is None:
+            return None
+        path = f"{KUEUE_WORKLOADS_PATH}/namespaces/{job.namespace}/workloads"
+        try:
+            listed = self.rest.get(path, {"labelSelector": f"{KUEUE_JOB_UID_LABEL}={job.uid}"})
+        except ApiError as error:
+            if error.status not in (403, 404):
+                raise
+            return Dispatch(manager)
+        items = listed.get("items") or []
+        return Dispatch.of(manager, items[0] if items else None)
+
     def describe(self, name: str, namespace: str | None = None) -> str:
         """Status, each replica (with why it waits or ended), the last events, and the log
-        tails of replicas that failed or cannot start: why a job does not progress."""
+        tails of replicas that failed or cannot start: why a job does not progress. For a
+        job MultiKueue runs, on which worker cluster."""
         job = self.get(name, namespace)
         pods = self._pods(job)
         replicas = [Replica.of(pod) for pod in pods]
@@ -213,7 +233,8 @@ class TFJobClient:
             for replica in replicas
             if report.needs_log(replica)
         }
-        return report.describe(job, replicas, self._events(job, pods), logs, now())
+        events = self._events(job, pods)
+        return report.describe(job, replicas, events, logs, now(), self.dispatch(job))
 
     def results(self, name: str, namespace: str | None = None) -> dict[str, dict[str, Any]]:
         """Each replica's `TFJOB_RESULT` (its last one), by replica name (`worker-0`);
@@ -272,8 +293,12 @@ class TFJobClient:
         """The training container's log of every replica (or of `replica`, `worker-1`).
         Without `follow`: what is there now, replicas interleaved by time. With `follow`:
         lines as they are written, from every replica as it starts (a replaced pod too),
-        until the job has finished and every log has ended."""
+        until the job has finished and every log has ended. A job MultiKueue runs on a
+        worker cluster has its logs there: ValueError says which."""
         job = self.get(name, namespace)
+        dispatch = self.dispatch(job)
+        if dispatch is not None and not self._pods(job):
+            raise ValueError(f"TFJob {job.namespace}/{job.name} {dispatch.elsewhere}")
         if follow:
             yield from _Follower(self, job, replica).lines()
             return

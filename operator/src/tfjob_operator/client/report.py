@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from .views import Replica, TFJob
+from .views import Dispatch, Replica, TFJob
 
 #: Events `describe` shows, the newest last.
 EVENTS: Final = 10
@@ -54,11 +54,20 @@ def progress_line(job: TFJob, replicas: Sequence[Replica], elapsed: float | None
     return f"{job.name}: {state_text(job)}{waited} | {parts}"
 
 
-def table(jobs: Sequence[TFJob], now: datetime, *, namespaces: bool = False) -> str:
-    """`kubectl get tfjobs`' columns, with the API group, for jobs of either API."""
+def table(
+    jobs: Sequence[TFJob],
+    now: datetime,
+    *,
+    namespaces: bool = False,
+    dispatches: Mapping[str, Dispatch] | None = None,
+) -> str:
+    """`kubectl get tfjobs`' columns, with the API group, for jobs of either API; with
+    the worker cluster of each job MultiKueue runs (`dispatches`, by job uid), if any."""
     header = ["NAME", "STATE", "AGE", "REASON", "API"]
     if namespaces:
         header.insert(0, "NAMESPACE")
+    if dispatches:
+        header.append("CLUSTER")
     rows = [header]
     for job in jobs:
         created = job.created
@@ -71,6 +80,9 @@ def table(jobs: Sequence[TFJob], now: datetime, *, namespaces: bool = False) -> 
         ]
         if namespaces:
             row.insert(0, job.namespace)
+        if dispatches:
+            dispatch = dispatches.get(job.uid)
+            row.append((dispatch.cluster if dispatch else None) or ("<none>" if dispatch else ""))
         rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join(
@@ -85,9 +97,11 @@ def describe(
     events: Sequence[Mapping[str, Any]],
     logs: Mapping[str, Sequence[str]],
     now: datetime,
+    dispatch: Dispatch | None = None,
 ) -> str:
     """The job's status, each replica, the last events, and the log tails in `logs` (by
-    replica name; the client reads them for replicas that are not healthy)."""
+    replica name; the client reads them for replicas that are not healthy); for a job
+    another controller runs (`dispatch`), where it runs."""
     created = job.created
     lines = [
         f"Name:       {job.name}",
@@ -100,6 +114,12 @@ def describe(
     status = job.object.get("status") or {}
     if status.get("restartCount"):
         lines.append(f"Restarts:   {status['restartCount']}")
+    if dispatch is not None:
+        lines.append(f"Runs on:    {dispatch.where}")
+        if dispatch.cluster:
+            lines.append(f"            {dispatch.elsewhere}")
+        for name, state, message in dispatch.checks:
+            lines.append(f"  check {name}: {state}" + (f": {message}" if message else ""))
     lines.append("Conditions:")
     for condition in job.conditions:
         lines.append(

@@ -20,7 +20,9 @@ from ..api import (
     KUBEFLOW_LABEL_REPLICA_TYPE,
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
+    MULTIKUEUE,
     ConditionType,
+    manager_of,
 )
 from ..timeutil import from_rfc3339
 
@@ -89,6 +91,12 @@ class TFJob:
         return from_rfc3339(stamp) if stamp else None
 
     @property
+    def managed_by(self) -> str | None:
+        """The controller that runs the job if not this operator (spec.managedBy, or
+        Kubeflow's runPolicy.managedBy): MultiKueue runs it on a worker cluster."""
+        return manager_of(self.object)
+
+    @property
     def replica_counts(self) -> dict[str, int]:
         """Replicas asked for, by type (`{"Worker": 2, "PS": 1}`)."""
         specs = (self.object.get("spec") or {}).get("tfReplicaSpecs") or {}
@@ -101,6 +109,59 @@ class TFJob:
             running = conditions.find(self.conditions, ConditionType.RUNNING)
             return running or conditions.find(self.conditions, ConditionType.CREATED) or {}
         return conditions.find(self.conditions, ConditionType(state)) or {}
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Where another controller runs a job: for MultiKueue, the worker cluster its
+    Workload here was dispatched to (None while it waits), and Kueue's admission checks."""
+
+    manager: str
+    cluster: str | None = None
+    workload: str | None = None
+    #: Each admission check's name, state and message.
+    checks: tuple[tuple[str, str, str], ...] = ()
+    #: Why Kueue has not reserved quota for it on this cluster, in Kueue's words.
+    pending: str = ""
+
+    @classmethod
+    def of(cls, manager: str, workload: Mapping[str, Any] | None) -> Dispatch:
+        if workload is None:
+            return cls(manager)
+        status = workload.get("status") or {}
+        checks = tuple(
+            (str(c.get("name", "")), str(c.get("state", "")), str(c.get("message", "")))
+            for c in status.get("admissionChecks") or []
+        )
+        name = str(workload["metadata"]["name"])
+        found = status.get("conditions") or []
+        reserved: Mapping[str, Any] = next(
+            (c for c in found if c.get("type") == "QuotaReserved"), {}
+        )
+        pending = str(reserved.get("message") or "") if reserved.get("status") == "False" else ""
+        return cls(manager, status.get("clusterName") or None, name, checks, pending)
+
+    @property
+    def where(self) -> str:
+        """`worker cluster worker-b (MultiKueue)`, or what it waits for."""
+        if self.manager != MULTIKUEUE:
+            return f"not here: managed by {self.manager}"
+        if self.cluster:
+            return f"worker cluster {self.cluster} (MultiKueue)"
+        if self.workload:
+            waits = f"no worker cluster yet: Workload {self.workload} waits for MultiKueue"
+            return f"{waits} (Kueue: {self.pending})" if self.pending else waits
+        return "no worker cluster yet: no Workload (is it queued, is the operator running?)"
+
+    @property
+    def elsewhere(self) -> str:
+        """Why its pods and logs are not in this cluster, and where to read them."""
+        if self.cluster:
+            return (
+                f"runs on {self.where}: its pods and their logs are in that cluster; "
+                "pass its kubeconfig (--kubeconfig, or TFJobClient(kubeconfig=...))"
+            )
+        return f"has no pods in this cluster: {self.where}"
 
 
 @dataclass(frozen=True)

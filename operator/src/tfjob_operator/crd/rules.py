@@ -234,6 +234,34 @@ def managed_by_rules() -> list[Rule]:
     ]
 
 
+def spec_managed_by_rules() -> list[Rule]:
+    """spec.managedBy, the field Kueue's MultiKueue adapter reads, and Kubeflow's
+    spec.runPolicy.managedBy name the same controller; the operator mirrors the second into
+    the first after creation, the one change of spec.managedBy allowed."""
+    run_policy = "has(self.runPolicy) && has(self.runPolicy.managedBy)"
+    return [
+        _rule(
+            f"!has(self.managedBy) || !({run_policy}) || self.managedBy == "
+            "self.runPolicy.managedBy",
+            "spec.managedBy and spec.runPolicy.managedBy must name the same controller",
+            messageExpression=(
+                "'spec.managedBy is %s but spec.runPolicy.managedBy is %s: they must name the "
+                "same controller'.format([self.managedBy, self.runPolicy.managedBy])"
+            ),
+            fieldPath=".managedBy",
+            reason="FieldValueInvalid",
+        ),
+        _rule(
+            f"has(self.managedBy) == has(oldSelf.managedBy) || (!has(oldSelf.managedBy) && "
+            f"{run_policy})",
+            "managedBy is immutable: it cannot be removed, nor set after the job is created "
+            "but as its runPolicy.managedBy",
+            fieldPath=".managedBy",
+            reason="FieldValueForbidden",
+        ),
+    ]
+
+
 def run_policy_rules() -> list[Rule]:
     return [
         _rule(

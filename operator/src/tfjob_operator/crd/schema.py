@@ -20,6 +20,7 @@ from ..api import (
     DEFAULT_PORT,
     KIND,
     MANAGED_BY,
+    MULTIKUEUE,
     PLURAL,
     PORT_NAME,
     TENSORBOARD_ANNOTATION,
@@ -230,7 +231,8 @@ def run_policy_schema() -> Schema:
             "managedBy": _string(
                 f"The controller that reconciles this job: unset or '{MANAGED_BY}' for "
                 "this operator. Any other value (e.g. 'kubeflow.org/training-operator', "
-                "'kueue.x-k8s.io/multikueue') leaves the job to that controller. Immutable.",
+                f"'{MULTIKUEUE}') leaves the job to that controller. Immutable. Kubeflow's "
+                "field: spec.managedBy, the field Kubernetes' Job and Kueue read, says the same.",
                 maxLength=63,
                 **{"x-kubernetes-validations": rules.managed_by_rules()},
             ),
@@ -295,8 +297,20 @@ def spec_schema(pod_template: Schema, strict: bool) -> Schema:
         "type": "object",
         "description": "The desired TensorFlow cluster and the policies that run it.",
         "required": ["tfReplicaSpecs"],
-        **({"x-kubernetes-validations": rules.spec_rules()} if strict else {}),
+        "x-kubernetes-validations": [
+            *(rules.spec_rules() if strict else []),
+            *rules.spec_managed_by_rules(),
+        ],
         "properties": {
+            "managedBy": _string(
+                f"The controller that runs this job: unset or '{MANAGED_BY}' for this "
+                f"operator; '{MULTIKUEUE}' dispatches it to a worker cluster with Kueue's "
+                "MultiKueue, whose adapter reads this field. Where runPolicy.managedBy (Kubeflow's "
+                "field) is set too, the two are equal: the operator sets this one from it. "
+                "Immutable.",
+                maxLength=63,
+                **{"x-kubernetes-validations": rules.managed_by_rules()},
+            ),
             "tfReplicaSpecs": {
                 "type": "object",
                 "description": (

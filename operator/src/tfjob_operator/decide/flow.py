@@ -12,12 +12,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..api import JobRef
+from ..events import Event
 from ..failure_policy import is_retryable, past_backoff_limit
-from ..integrations.base import Gate, Observation, Stage
+from ..integrations.base import Gate, Integration, Observation, Stage
 from ..job_view import JobView
 from ..limits import INVALID_POD_GRACE_SECONDS
 from ..observe import PodObservation, ServiceObservation
-from ..plan import Plan
+from ..plan import Plan, soonest
 from ..refusals import Refusal
 from ..spec import InvalidSpec, JobSpec
 from ..success_policy import leader_succeeded
@@ -44,6 +45,8 @@ def decide(
     `invalid_grace_seconds`."""
     if job.deleting:
         return Plan()
+    if job.managed_by is not None:
+        return decide_dispatched(job, now, observations)
     seen = Seen.of(
         job,
         pods,
@@ -59,6 +62,28 @@ def decide(
     if isinstance(spec, InvalidSpec):
         return progress.plan(seen, None, outcomes.invalid(seen, draft, spec))
     return progress.plan(seen, spec, _decide(seen, spec, draft))
+
+
+def decide_dispatched(job: JobView, now: datetime, observations: Sequence[Observation]) -> Plan:
+    """A job MultiKueue runs on a worker cluster (`job.managed_by`): as the Job controller
+    leaves a Job whose managedBy names another controller, the operator creates no pod and
+    no service for it and writes nothing of its status, which MultiKueue copies from the
+    worker's copy. Its integrations still have their part (`dispatched`): the queue's
+    Workload, which MultiKueue dispatches."""
+    spec = job.parsed
+    if isinstance(spec, InvalidSpec):
+        return Plan()
+    writes: list[tuple[Integration[Any, Any], Any]] = []
+    events: list[Event] = []
+    look_again: float | None = None
+    for observation in observations:
+        settled = observation.integration.dispatched(job, spec, observation.observed, now)
+        if settled is None:
+            continue
+        writes.append((observation.integration, settled.writes))
+        events += settled.events
+        look_again = soonest(look_again, settled.requeue_after)
+    return Plan(events=tuple(events), requeue_after=look_again, integration_writes=tuple(writes))
 
 
 def decide_name_taken(job: JobView, holder: JobRef, now: datetime) -> Plan:

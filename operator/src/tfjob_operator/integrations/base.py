@@ -21,6 +21,8 @@ each of its job kinds through `GenericJob`):
   PodGroup released, a TensorBoard made or removed).
 - `apply`: those writes, made by the controller before the pods (a prerequisite) or after
   them (beside the job).
+- `dispatched`: its part for a job another controller runs (MultiKueue, from a manager
+  cluster), of which the core writes nothing: a queue still makes its Workload.
 
 Everything but `observe` and `apply` is pure: `decide` stays a function of data.
 """
@@ -248,6 +250,13 @@ class Integration(Generic[Observed, Writes]):
     ) -> Settled[Writes] | None:
         """Its part of the plan, once the job's status is decided (`spec` None: invalid);
         `gate` is its gate in this decision, if it was asked. None: nothing."""
+        return None
+
+    def dispatched(
+        self, job: JobView, spec: JobSpec, observed: Observed, now: datetime
+    ) -> Settled[Writes] | None:
+        """Its part of the plan of a job another controller runs (`job.managed_by`: MultiKueue
+        dispatches it to a worker cluster), of which the core writes nothing. None: nothing."""
         return None
 
     async def apply(self, job: JobView, writes: Writes, host: Host) -> float | None:

@@ -28,14 +28,29 @@ on the operator's route,
 The Workload's pod sets follow the replicas; when they change, the Workload is replaced.
 Status writes to the Workload are merge patches conditional on its resourceVersion, built
 from the conditions read, as Kueue's controllers write them.
+
+Under MultiKueue (docs/queueing.md) the operator is this job controller on both sides:
+
+- on the manager cluster, a job whose managedBy is `kueue.x-k8s.io/multikueue` gets its
+  Workload as above, and an evicted one's quota back, but no pod and no status write
+  (`dispatched`): MultiKueue's generic adapter, which reads `spec.managedBy`, copies the
+  job to a worker cluster and the worker's status back. A job that says so in Kubeflow's
+  `spec.runPolicy.managedBy` alone first gets `spec.managedBy` to match, the field that
+  adapter reads, and its Workload after. Where MultiKueue runs the job, and each
+  re-dispatch, become events of the job;
+- on a worker cluster, MultiKueue creates the Workload before the job's copy, which names
+  it (`kueue.x-k8s.io/prebuilt-workload-name`): the operator adopts that Workload (owner
+  reference, labels) instead of making one, and runs the job as any queued job.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final, Protocol
 
 from ..api import (
@@ -44,6 +59,7 @@ from ..api import (
     KUEUE_JOB_UID_LABEL,
     KUEUE_POD_SET_LABEL,
     KUEUE_PREFERRED_TOPOLOGY,
+    KUEUE_QUEUE_LABEL,
     KUEUE_REQUIRED_TOPOLOGY,
     KUEUE_SLICE_REQUIRED_TOPOLOGY,
     KUEUE_SLICE_SIZE,
@@ -57,7 +73,7 @@ from ..api import (
     TFJobApi,
 )
 from ..apiserver.errors import ApiError
-from ..events import WARNING, Event
+from ..events import NORMAL, WARNING, Event
 from ..job_view import JobView
 from ..observe import FlavorObservation, PriorityClass, WorkloadObservation, observe_workload
 from ..resources import JobKey, Resource
@@ -249,6 +265,73 @@ def on_operators_route(api: TFJobApi, workloads: Sequence[WorkloadObservation]) 
     return api is TFJOB_DEV or all(w.made_here for w in workloads)
 
 
+def adoption(job: JobRef, workload: WorkloadObservation) -> dict[str, Any]:
+    """The merge patch that makes a Workload MultiKueue made the job's own, as Kueue's
+    integrations adopt a prebuilt Workload: owned by the job, labelled with its uid."""
+    return {
+        "metadata": {
+            "resourceVersion": workload.resource_version,
+            "labels": {KUEUE_JOB_UID_LABEL: job.uid, **job.owned_labels()},
+            "ownerReferences": [job.owner_reference()],
+        }
+    }
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Where MultiKueue runs a job, as its manager-side Workload says: the worker cluster,
+    and each admission check's state and message; `last`, the worker cluster it last ran
+    on, kept while it waits to be dispatched again."""
+
+    cluster: str | None
+    checks: frozenset[tuple[str, str, str]]
+    #: Admitted here with no admission check: MultiKueue never sees it.
+    unchecked: bool = False
+    last: str | None = None
+
+    @classmethod
+    def of(cls, workload: WorkloadObservation | None, before: Dispatch | None = None) -> Dispatch:
+        last = before.last if before else None
+        if workload is None:
+            return cls(None, frozenset(), last=last)
+        unchecked = workload.admitted and not workload.checks and not workload.cluster_name
+        cluster = workload.cluster_name
+        return cls(cluster, frozenset(workload.checks), unchecked, cluster or last)
+
+
+#: Admission check states that take a dispatch back (Kueue's CheckState).
+RETRY_STATES: Final = {"Retry": "DispatchRetried", "Rejected": "DispatchRejected"}
+
+
+def dispatch_events(before: Dispatch | None, now: Dispatch, workload: str) -> tuple[Event, ...]:
+    """What changed of where MultiKueue runs the job since `before` (None: not known, as
+    after the operator starts): a new worker cluster, a check that takes it back."""
+    events: list[Event] = []
+    known = before or Dispatch(None, frozenset())
+    if now.unchecked and not known.unchecked:
+        text = (
+            f"Kueue admitted Workload {workload} on this cluster with no admission check, so "
+            "MultiKueue does not dispatch it and nothing runs it: Kueue applies a "
+            "ClusterQueue's checks to the flavors a Workload is assigned, and one that requests "
+            "none of the resources its ClusterQueue covers is assigned none. Request them "
+            "(cpu, memory) in the replicas' containers"
+        )
+        events.append(Event(WARNING, "NotDispatched", text))
+    for name, state, message in sorted(now.checks - known.checks):
+        if state in RETRY_STATES:
+            text = f"Admission check {name} of Workload {workload}: {state}: {message}"
+            events.append(Event(WARNING, RETRY_STATES[state], text))
+    if now.cluster is not None and now.cluster != known.cluster:
+        text = (
+            f"MultiKueue runs the job on worker cluster {now.cluster} (Workload {workload}); "
+            "its status here mirrors the copy there"
+        )
+        if known.last is not None and known.last != now.cluster:
+            text += f", after worker cluster {known.last}"
+        events.append(Event(NORMAL, "Dispatched", text))
+    return tuple(events)
+
+
 @dataclass(frozen=True)
 class WorkloadWrites:
     """A decision's writes of the job's Workload: one to create (while no pod exists),
@@ -258,6 +341,12 @@ class WorkloadWrites:
     create: dict[str, Any] | None = None
     delete: list[tuple[WorkloadObservation, str]] = field(default_factory=list)
     patch_status: tuple[WorkloadObservation, dict[str, Any]] | None = None
+    #: A Workload MultiKueue made for the job, and the patch that makes it the job's.
+    adopt: tuple[WorkloadObservation, dict[str, Any]] | None = None
+    #: The job's spec.managedBy to write (mirroring spec.runPolicy.managedBy).
+    managed_by: str | None = None
+    #: Where MultiKueue runs the job, as this decision reported it (events).
+    dispatch: Dispatch | None = None
 
 
 def admission(
@@ -270,6 +359,8 @@ def admission(
     *,
     pods_exist: bool,
     now: str,
+    prebuilt: str | None = None,
+    adoptable: WorkloadObservation | None = None,
 ) -> Gate[WorkloadWrites]:
     """Kueue's gate for a queued job on the operator's route: open once its Workload is
     admitted (each pod placed where its pod set was admitted), waiting with Kueue's reason
@@ -279,8 +370,20 @@ def admission(
     replicas changed, and gives the quota of an evicted one back once the job's pods are
     gone. After that the job waits as any queued job (Kueue's next admission clears
     Evicted).
+
+    A job MultiKueue dispatched here names its Workload (`prebuilt`), which MultiKueue
+    makes: the operator never makes one for it, and adopts that one (`adoptable`, if read).
     """
     workload = workloads[0] if workloads else None
+    if workload is None and prebuilt is not None:
+        if adoptable is None:
+            return gates.waiting(
+                WorkloadWrites(), f"its Workload {prebuilt}, which MultiKueue makes, does not exist"
+            )
+        return gates.waiting(
+            WorkloadWrites(adopt=(adoptable, adoption(job, adoptable))),
+            f"adopting Workload {prebuilt}, which MultiKueue made for it",
+        )
     if workload is None:
         create = None if pods_exist else render_workload(job, spec, queue, priority_label)
         return gates.waiting(WorkloadWrites(create=create))
@@ -289,6 +392,10 @@ def admission(
             WorkloadWrites(), f"its Workload {workload.name} has finished: it cannot run again"
         )
     if dict(workload.pod_sets) != pod_sets(spec):
+        if prebuilt is not None:
+            return gates.waiting(
+                WorkloadWrites(), f"its Workload {workload.name} does not match its replicas"
+            )
         return gates.waiting(WorkloadWrites(delete=withdrawn(workloads, "the replicas changed")))
     if workload.evicted is not None and workload.quota_reserved:
         release = None if pods_exist else (workload, released_status(workload, now))
@@ -380,6 +487,9 @@ def _status(workload: WorkloadObservation, changes: Sequence[dict[str, Any]]) ->
 
 #: A ResourceFlavor read for an admission is read again after this long.
 FLAVOR_TTL_SECONDS: Final = 30.0
+#: Dispatched jobs whose last report is remembered: the oldest is forgotten past this many
+#: (and reported again, once, if it changes).
+MAX_REPORTED: Final = 10_000
 #: A job whose Workload names a priority class that does not exist looks again this often.
 MISSING_CLASS_RETRY_SECONDS: Final = 10.0
 
@@ -401,6 +511,10 @@ class Queued:
 
     workloads: tuple[WorkloadObservation, ...] = ()
     flavors: Mapping[str, FlavorObservation] = field(default_factory=dict)
+    #: The Workload MultiKueue made for the job on this worker, read while not yet adopted.
+    prebuilt: WorkloadObservation | None = None
+    #: Where MultiKueue ran the job when the operator last reported it (manager side).
+    reported: Dispatch | None = None
 
     def queued_here(self, job: JobView) -> bool:
         """Queued in Kueue with the operator as its job controller (on_operators_route)."""
@@ -415,10 +529,19 @@ class KueueApi(Protocol):
 
     async def create_workload(self, namespace: str, body: Mapping[str, Any]) -> bool: ...
     async def delete_workload(self, namespace: str, workload: WorkloadObservation) -> bool: ...
-    async def patch_workload_status(
-        self, namespace: str, workload: WorkloadObservation, patch: Mapping[str, Any]
-    ) -> None: ...
     async def read_resource_flavor(self, name: str) -> FlavorObservation | None: ...
+    async def read_workload(self, namespace: str, name: str) -> WorkloadObservation | None: ...
+    async def patch_workload(
+        self,
+        namespace: str,
+        workload: WorkloadObservation,
+        patch: Mapping[str, Any],
+        *,
+        status: bool = False,
+    ) -> None: ...
+    async def patch_job(
+        self, job: JobRef, resource_version: str, patch: Mapping[str, Any]
+    ) -> None: ...
     async def read_priority_class(self, kind: str, name: str) -> int | None: ...
     async def list_priority_classes(self) -> list[PriorityClass]: ...
 
@@ -432,6 +555,8 @@ class Kueue(Integration[Queued, WorkloadWrites]):
     def __init__(self) -> None:
         #: ResourceFlavors read for admissions, with when they were read (monotonic).
         self._flavors: dict[str, tuple[float, FlavorObservation | None]] = {}
+        #: Where MultiKueue ran each dispatched job when last reported, by job uid.
+        self._reported: dict[str, Dispatch] = {}
 
     def watches(self) -> Sequence[Watched]:
         # Kueue may not be installed: the watch is optional.
@@ -455,24 +580,38 @@ class Kueue(Integration[Queued, WorkloadWrites]):
             if read is None or now - read[0] > FLAVOR_TTL_SECONDS:
                 self._flavors[name] = (now, await api.read_resource_flavor(name))
         flavors = {name: flavor for name in names if (flavor := self._flavors[name][1])}
-        return Queued(workloads, flavors)
+        prebuilt = None
+        if job.prebuilt_workload is not None and not workloads:
+            prebuilt = await api.read_workload(job.ref.namespace, job.prebuilt_workload)
+        return Queued(workloads, flavors, prebuilt, self._reported.get(job.ref.uid))
 
     def gate(
         self, job: JobView, spec: JobSpec, observed: Queued, *, pods_exist: bool, now: str
     ) -> Gate[WorkloadWrites] | None:
         if not observed.queued_here(job):
             return None
-        assert job.queue is not None
-        return admission(
-            job.ref,
-            spec,
-            job.queue,
-            job.priority_class,
-            observed.workloads,
-            observed.flavors,
-            pods_exist=pods_exist,
-            now=now,
-        )
+        return _admission(job, spec, observed, pods_exist, now)
+
+    def dispatched(
+        self, job: JobView, spec: JobSpec, observed: Queued, now: datetime
+    ) -> Settled[WorkloadWrites] | None:
+        """A job MultiKueue runs elsewhere (the module's doc): its Workload, made once
+        spec.managedBy says MultiKueue, and events of where it runs."""
+        if job.queue is None:
+            message = (
+                f"managedBy {job.managed_by} leaves the job to MultiKueue, but it has no "
+                f"{KUEUE_QUEUE_LABEL} label: Kueue never admits it, so nothing runs it"
+            )
+            return Settled(WorkloadWrites(), events=(Event(WARNING, "NotQueued", message),))
+        if job.spec.get("managedBy") != job.managed_by:
+            return Settled(WorkloadWrites(managed_by=job.managed_by))
+        gate = _admission(job, spec, observed, False, to_rfc3339(now))
+        workload = next((w for w in observed.workloads if not w.finished), None)
+        if workload is None:
+            return Settled(gate.writes)
+        dispatch = Dispatch.of(workload, observed.reported)
+        events = dispatch_events(observed.reported, dispatch, workload.name)
+        return Settled(dataclasses.replace(gate.writes, dispatch=dispatch), events=events)
 
     def suspended_why(
         self, job: JobView, spec: JobSpec, observed: Queued, gate: Gate[WorkloadWrites] | None
@@ -520,15 +659,28 @@ class Kueue(Integration[Queued, WorkloadWrites]):
         return None if gate is None else Settled(gate.writes)
 
     async def apply(self, job: JobView, writes: WorkloadWrites, host: Host) -> float | None:
-        """Deletes, then the status patch, then the Workload to create, with its priority."""
+        """The job's spec.managedBy mirror; where MultiKueue runs it, remembered; then the
+        Workload adopted, those deleted, the status patch, the Workload to create with its
+        priority."""
         api: KueueApi = host.api
         namespace = job.ref.namespace
+        if writes.managed_by is not None:
+            patch = {"spec": {"managedBy": writes.managed_by}}
+            await api.patch_job(job.ref, job.resource_version, patch)
+        if writes.dispatch is not None:
+            self._reported.pop(job.ref.uid, None)
+            self._reported[job.ref.uid] = writes.dispatch
+            while len(self._reported) > MAX_REPORTED:
+                del self._reported[next(iter(self._reported))]
+        if writes.adopt is not None:
+            workload, patch = writes.adopt
+            await api.patch_workload(namespace, workload, patch)
         for workload, why in writes.delete:
             if await api.delete_workload(namespace, workload):
                 host.record_deleted("Workload", workload.name, why)
         if writes.patch_status is not None:
             workload, patch = writes.patch_status
-            await api.patch_workload_status(namespace, workload, patch)
+            await api.patch_workload(namespace, workload, patch, status=True)
         body = writes.create
         if body is None:
             return None
@@ -549,6 +701,25 @@ class Kueue(Integration[Queued, WorkloadWrites]):
             created=f"in LocalQueue {body['spec']['queueName']}: the job runs once Kueue admits it",
         )
         return None
+
+
+def _admission(
+    job: JobView, spec: JobSpec, observed: Queued, pods_exist: bool, now: str
+) -> Gate[WorkloadWrites]:
+    """`admission` of a queued job, from what the integration observed."""
+    assert job.queue is not None
+    return admission(
+        job.ref,
+        spec,
+        job.queue,
+        job.priority_class,
+        observed.workloads,
+        observed.flavors,
+        pods_exist=pods_exist,
+        now=now,
+        prebuilt=job.prebuilt_workload,
+        adoptable=observed.prebuilt,
+    )
 
 
 async def _workload_priority(
