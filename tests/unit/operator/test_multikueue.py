@@ -93,6 +93,29 @@ def test_kubeflows_run_policy_field_is_mirrored_before_the_workload_is_made() ->
     assert writes.create is not None
 
 
+def test_a_job_on_kueues_own_route_is_kueues() -> None:
+    """Where Kueue's Kubeflow integration is on, its webhook suspends the job at creation
+    and Kueue makes the Workload (and dispatches with its own adapter): the operator writes
+    nothing, and makes no second Workload."""
+    ref = JobRef(JOB.namespace, JOB.name, JOB.uid, KUBEFLOW)
+    suspended = {**SPEC, "runPolicy": {"managedBy": MULTIKUEUE, "suspend": True}}
+    plan = decide_observing(view(suspended, ref=ref), [], [], NOW)
+    assert (plan.status, plan.integration_writes, plan.events) == (None, (), ())
+    kueues = observe_workload(
+        {
+            "metadata": {
+                "name": "tfjob-mnist-kueue",
+                "uid": "kueue-wl",
+                "ownerReferences": [{"kind": "TFJob", "uid": JOB.uid, "controller": True}],
+            },
+            "spec": {"podSets": [{"name": "worker", "count": 2}]},
+        }
+    )
+    running = {**SPEC, "runPolicy": {"managedBy": MULTIKUEUE}}
+    plan = decide_observing(view(running, ref=ref), [], [], NOW, None, [kueues])
+    assert (plan.status, plan.integration_writes, plan.events) == (None, (), ())
+
+
 def test_a_dispatched_job_without_a_queue_says_nothing_runs_it() -> None:
     body = job_body(MANAGER_SPEC)
     del body["metadata"]["labels"]

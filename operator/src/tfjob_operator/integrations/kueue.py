@@ -603,6 +603,10 @@ class Kueue(Integration[Queued, WorkloadWrites]):
                 f"{KUEUE_QUEUE_LABEL} label: Kueue never admits it, so nothing runs it"
             )
             return Settled(WorkloadWrites(), events=(Event(WARNING, "NotQueued", message),))
+        if spec.run_policy.suspend or not observed.queued_here(job):
+            # Kueue's own route (its Kubeflow integration suspends the job at creation and
+            # makes the Workload, with its own MultiKueue adapter): nothing is the operator's.
+            return None
         if job.spec.get("managedBy") != job.managed_by:
             return Settled(WorkloadWrites(managed_by=job.managed_by))
         gate = _admission(job, spec, observed, False, to_rfc3339(now))
