@@ -238,7 +238,7 @@ def test_the_client_says_on_which_worker_a_dispatched_job_runs() -> None:
     job = TFJob(body)
     assert job.managed_by == MULTIKUEUE
     workload = {
-        "metadata": {"name": "tfjob-mnist-0a1b2"},
+        "metadata": {"name": "tfjob-mnist-0a1b2", "uid": "wl"},
         "status": {
             "clusterName": "worker-b",
             "admissionChecks": [{"name": "mk", "state": "Ready", "message": "dispatched"}],

@@ -24,6 +24,7 @@ from ..api import (
     ConditionType,
     manager_of,
 )
+from ..observe import observe_workload
 from ..timeutil import from_rfc3339
 
 #: The states `wait` ends on by default: the job will not change by itself after them.
@@ -126,20 +127,11 @@ class Dispatch:
 
     @classmethod
     def of(cls, manager: str, workload: Mapping[str, Any] | None) -> Dispatch:
+        """From the job's Workload on this cluster, read as the operator reads it."""
         if workload is None:
             return cls(manager)
-        status = workload.get("status") or {}
-        checks = tuple(
-            (str(c.get("name", "")), str(c.get("state", "")), str(c.get("message", "")))
-            for c in status.get("admissionChecks") or []
-        )
-        name = str(workload["metadata"]["name"])
-        found = status.get("conditions") or []
-        reserved: Mapping[str, Any] = next(
-            (c for c in found if c.get("type") == "QuotaReserved"), {}
-        )
-        pending = str(reserved.get("message") or "") if reserved.get("status") == "False" else ""
-        return cls(manager, status.get("clusterName") or None, name, checks, pending)
+        seen = observe_workload(workload)
+        return cls(manager, seen.cluster_name, seen.name, seen.checks, seen.not_admitted or "")
 
     @property
     def where(self) -> str:
