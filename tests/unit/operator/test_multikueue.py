@@ -5,6 +5,7 @@ worker, the copy MultiKueue creates adopts the Workload MultiKueue made for it.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from support.builders import JOB, NOW, decide_observing, replica_spec, workload_writes
@@ -13,9 +14,9 @@ from tfjob_operator.api import KUBEFLOW, MULTIKUEUE, JobRef
 from tfjob_operator.client import report
 from tfjob_operator.client.views import Dispatch as ClientDispatch
 from tfjob_operator.client.views import TFJob
-from tfjob_operator.integrations.kueue import Dispatch, dispatch_events
+from tfjob_operator.integrations.kueue import Dispatch, Kueue, dispatch_events
 from tfjob_operator.job_view import JobView
-from tfjob_operator.observe import WorkloadObservation, observe_workload
+from tfjob_operator.observe import FlavorObservation, WorkloadObservation, observe_workload
 
 from .test_kubeflow_api import body
 from .test_queueing import workload
@@ -160,6 +161,31 @@ def test_a_workload_admitted_without_a_check_is_said_never_to_run() -> None:
     plan = decide_observing(view(MANAGER_SPEC), [], [], NOW, None, [unchecked])
     assert [(e.type, e.reason) for e in plan.events] == [("Warning", "NotDispatched")]
     assert "requests none of the resources" in plan.events[0].message
+
+
+class RecordedReads:
+    """Kueue's reads, recorded; every ResourceFlavor exists."""
+
+    def __init__(self) -> None:
+        self.flavors: list[str] = []
+
+    async def read_resource_flavor(self, name: str) -> FlavorObservation:
+        self.flavors.append(name)
+        return FlavorObservation({}, ())
+
+
+def test_the_manager_reads_no_flavor_for_a_dispatched_job() -> None:
+    """A dispatched job's pods are placed on its worker: its admission's flavors are read
+    there, not on the manager. The same Workload of a job run here has them read."""
+    admitted = workload(
+        {"QuotaReserved": ("True", "r", "m"), "Admitted": ("True", "r", "m")},
+        counts={"worker": 2},
+        flavor="a100",
+    )
+    for spec, read in ((MANAGER_SPEC, []), (SPEC, ["a100"])):
+        reads = RecordedReads()
+        asyncio.run(Kueue().observe(view(spec), [admitted], reads, 0.0))
+        assert reads.flavors == read
 
 
 def test_an_evicted_dispatch_gives_its_quota_back_at_once() -> None:

@@ -568,10 +568,12 @@ class Kueue(Integration[Queued, WorkloadWrites]):
         most every FLAVOR_TTL_SECONDS; one that does not exist is left out."""
         workloads = tuple(w for w in records if w.owner_uid == job.ref.uid)
         api: KueueApi = reads
+        # A dispatched job's pods are placed on its worker cluster, never here.
+        placed_here = job.managed_by is None
         names = {
             name
             for w in workloads
-            if w.admitted and not w.finished
+            if placed_here and w.admitted and not w.finished
             for names in w.flavors.values()
             for name in names
         }
