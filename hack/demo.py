@@ -3,7 +3,7 @@
 Starts the local cluster (the control plane built from source, a kubelet with
 containerd), imports the operator and trainer images built by `make images` into its
 node, installs the TFJob CRD and the operator with the Helm chart (the operator runs as
-a pod from its image), submits examples/mnist-mwms.yaml and examples/mnist-pss.yaml,
+a pod from its image), submits examples/digits-mwms.yaml and examples/digits-pss.yaml,
 shows their progress as it happens, prints each job's result, and stops the cluster.
 
 When nothing progresses for 45 s (no job state, pod phase or training line changed), or
@@ -47,7 +47,7 @@ from tfjob_operator.client.results import results_in
 
 ROOT = Path(__file__).resolve().parent.parent
 
-EXAMPLES = ("mnist-mwms.yaml", "mnist-pss.yaml")
+EXAMPLES = ("digits-mwms.yaml", "digits-pss.yaml")
 NAMESPACE = "demo"
 JOBS = f"/apis/tfjob.dev/v1/namespaces/{NAMESPACE}/tfjobs"
 STARTED = time.monotonic()

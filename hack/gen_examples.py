@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 #: first): a job's run directory on it is its own ($(TFJOB_UID)).
 CLAIM = ["--pvc", "tfjob-data", "--pvc-size", "1Gi"]
 EXAMPLES: dict[str, list[str]] = {
-    "examples/mnist-mwms.yaml": ["mnist-mwms", "--strategy", "mwms", "--workers", "2", *CLAIM],
-    "examples/mnist-pss.yaml": [
-        "mnist-pss",
+    "examples/digits-mwms.yaml": ["digits-mwms", "--strategy", "mwms", "--workers", "2", *CLAIM],
+    "examples/digits-pss.yaml": [
+        "digits-pss",
         "--strategy",
         "pss",
         "--workers",
@@ -35,15 +35,15 @@ EXAMPLES: dict[str, list[str]] = {
         "--evaluator",
         *CLAIM,
     ],
-    "examples/mnist-tensorboard.yaml": [
-        "mnist-tb",
+    "examples/digits-tensorboard.yaml": [
+        "digits-tb",
         "--workers",
         "2",
         "--tensorboard",
         *CLAIM,
     ],
-    "examples/mnist-gpu.yaml": [
-        "mnist-gpu",
+    "examples/digits-gpu.yaml": [
+        "digits-gpu",
         "--strategy",
         "mwms",
         "--workers",
@@ -52,15 +52,15 @@ EXAMPLES: dict[str, list[str]] = {
         "1",
         *CLAIM,
     ],
-    "examples/mnist-mirrored-gpus.yaml": [
-        "mnist-mirrored",
+    "examples/digits-mirrored-gpus.yaml": [
+        "digits-mirrored",
         "--workers",
         "1",
         "--gpus",
         "4",
         *CLAIM,
     ],
-    "examples/mnist-mwms-gpus.yaml": ["mnist-mwms-gpus", "--workers", "2", "--gpus", "2", *CLAIM],
+    "examples/digits-mwms-gpus.yaml": ["digits-mwms-gpus", "--workers", "2", "--gpus", "2", *CLAIM],
     "examples/custom-entrypoint/tfjob.yaml": [
         "sine",
         "--workers",

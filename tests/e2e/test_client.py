@@ -36,7 +36,7 @@ RESULT_LINE = re.compile(r"(worker-\d+): accuracy [01]\.\d{3}, loss \d+\.\d{3}$"
 
 def test_a_job_through_the_client_only(backend: Backend, tfjobs: TFJobs) -> None:
     client = TFJobClient(tfjobs.namespace, kubeconfig=backend.kubeconfig)
-    job = set_args(example("mnist-mwms.yaml"), ["--epochs", "3"])
+    job = set_args(example("digits-mwms.yaml"), ["--epochs", "3"])
     # Both workers' logs and results are read after the job: it waits for both.
     job["spec"]["successPolicy"] = "AllWorkers"
     tfjobs.create_claims(job)  # the example's claim (create() of a dict makes none)
@@ -46,12 +46,12 @@ def test_a_job_through_the_client_only(backend: Backend, tfjobs: TFJobs) -> None
     # Followed from the start, in a thread, while the main thread waits with progress.
     followed: list[LogLine] = []
     follower = threading.Thread(
-        target=lambda: followed.extend(client.logs("mnist-mwms", follow=True)), daemon=True
+        target=lambda: followed.extend(client.logs("digits-mwms", follow=True)), daemon=True
     )
     follower.start()
     progress = io.StringIO()
-    finished = client.wait("mnist-mwms", timeout=TRAINING_TIMEOUT, progress=progress)
-    assert finished.succeeded, client.describe("mnist-mwms")
+    finished = client.wait("digits-mwms", timeout=TRAINING_TIMEOUT, progress=progress)
+    assert finished.succeeded, client.describe("digits-mwms")
     follower.join(timeout=60)
     assert not follower.is_alive(), "the followed log did not end after the job finished"
 
@@ -61,31 +61,31 @@ def test_a_job_through_the_client_only(backend: Backend, tfjobs: TFJobs) -> None
         epochs = [t for t in texts if " epoch " in f" {t}" and "/3" in t]
         assert epochs, f"{replica}: no epoch lines in the followed log: {texts[-5:]}"
         assert texts[-1].startswith("TFJOB_RESULT "), texts[-3:]
-    assert [str(line) for line in client.logs("mnist-mwms", replica="worker-1")] == [
+    assert [str(line) for line in client.logs("digits-mwms", replica="worker-1")] == [
         str(line) for line in followed if line.replica == "worker-1"
     ]
     # One line per change (not a terminal): the phases as they came, ending Succeeded.
     shown = progress.getvalue().splitlines()
-    assert "mnist-mwms: Running | worker-0 Running, worker-1 Running" in shown, shown
-    assert shown[-1].startswith("mnist-mwms: Succeeded | "), shown
+    assert "digits-mwms: Running | worker-0 Running, worker-1 Running" in shown, shown
+    assert shown[-1].startswith("digits-mwms: Succeeded | "), shown
     assert len(shown) == len(set(shown)), shown
 
-    results = client.results("mnist-mwms")
+    results = client.results("digits-mwms")
     assert set(results) == {"worker-0", "worker-1"}
     assert {r["replicas"] for r in results.values()} == {2}
     assert results["worker-0"]["strategy"] == "multi-worker-mirrored"
     assert results["worker-0"]["epochs"] == 3
 
-    described = client.describe("mnist-mwms")
+    described = client.describe("digits-mwms")
     assert "State:      Succeeded" in described
     assert "TFJobSucceeded" in described.split("Events:")[1]
-    assert [job.name for job in client.list()] == ["mnist-mwms"]
+    assert [job.name for job in client.list()] == ["digits-mwms"]
 
-    client.delete("mnist-mwms", wait=True)
+    client.delete("digits-mwms", wait=True)
     with pytest.raises(ApiError) as gone:
-        client.get("mnist-mwms")
+        client.get("digits-mwms")
     assert gone.value.not_found
-    assert not tfjobs.pods("mnist-mwms")
+    assert not tfjobs.pods("digits-mwms")
 
 
 def cli(

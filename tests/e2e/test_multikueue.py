@@ -175,7 +175,7 @@ def test_both_apis_run_on_a_worker_and_succeed_on_the_manager(
     assert "requests none of the resources" in warning["message"]
     on_manager.delete("unrequested")
 
-    training = example("mnist-mwms.yaml")
+    training = example("digits-mwms.yaml")
     training["metadata"]["labels"] = {QUEUE_LABEL: TRAINING}
     training["spec"]["managedBy"] = MULTIKUEUE
     # Requests the ClusterQueues cover: Kueue applies a queue's admission checks to the
@@ -187,8 +187,8 @@ def test_both_apis_run_on_a_worker_and_succeed_on_the_manager(
     TFJobs(worker_a.kubeconfig, namespace).create_claims(training)
     trained = on_manager.create(training)
     assert dispatched_to(on_manager, manager, trained) == WORKER_A
-    chief_log = streamed_log(worker_a, namespace, "mnist-mwms-worker-0")
-    finished = on_manager.wait_state("mnist-mwms", "Succeeded", TRAINING_TIMEOUT)
+    chief_log = streamed_log(worker_a, namespace, "digits-mwms-worker-0")
+    finished = on_manager.wait_state("digits-mwms", "Succeeded", TRAINING_TIMEOUT)
     assert finished["status"]["replicaStatuses"]["Worker"]["succeeded"] >= 1
     output, _ = chief_log.communicate(timeout=60)
     (chief,) = results_in(output.splitlines())
@@ -199,14 +199,14 @@ def test_both_apis_run_on_a_worker_and_succeed_on_the_manager(
     no_pods_on_the_manager(manager, namespace)
 
     # Where it ran, from the manager: events, describe, get; logs say where they are.
-    events = on_manager.wait_events("mnist-mwms", ["Dispatched"])
+    events = on_manager.wait_events("digits-mwms", ["Dispatched"])
     assert any(WORKER_A in e["message"] for e in events if e["reason"] == "Dispatched")
     client = TFJobClient(namespace, kubeconfig=str(manager.kubeconfig))
-    described = client.describe("mnist-mwms")
+    described = client.describe("digits-mwms")
     assert f"Runs on:    worker cluster {WORKER_A} (MultiKueue)" in described, described
     assert "State:      Succeeded" in described
     with pytest.raises(ValueError, match=f"runs on worker cluster {WORKER_A}.*kubeconfig"):
-        list(client.logs("mnist-mwms"))
+        list(client.logs("digits-mwms"))
     listed = subprocess.run(
         [CLI, "get", "--kubeconfig", str(manager.kubeconfig), "-n", namespace],
         capture_output=True,
@@ -215,7 +215,7 @@ def test_both_apis_run_on_a_worker_and_succeed_on_the_manager(
     ).stdout.splitlines()
     assert listed[0].split()[-1] == "CLUSTER", listed
     rows = {line.split()[0]: line.split() for line in listed[1:]}
-    assert rows["mnist-mwms"][-1] == WORKER_A
+    assert rows["digits-mwms"][-1] == WORKER_A
     assert rows["kubeflow-shell"][-1] == shell_cluster
 
 

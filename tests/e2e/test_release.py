@@ -68,7 +68,7 @@ READ_BACK = """
 import json, sys
 from tfjob_operator.client import TFJobClient
 tfjobs = TFJobClient(sys.argv[2], kubeconfig=sys.argv[1])
-print(json.dumps({"state": tfjobs.get("mnist").state, **tfjobs.results("mnist")}))
+print(json.dumps({"state": tfjobs.get("digits").state, **tfjobs.results("digits")}))
 """
 
 
@@ -311,8 +311,8 @@ def assert_runs_pinned(target: Target, pinned: str) -> None:
 
 
 def trainer_job(name: str, image: str, epochs: int | None = None) -> dict[str, Any]:
-    """examples/mnist-mwms.yaml under `name`, its trainer image `image`."""
-    job: dict[str, Any] = copy.deepcopy(documents("mnist-mwms.yaml")[-1])
+    """examples/digits-mwms.yaml under `name`, its trainer image `image`."""
+    job: dict[str, Any] = copy.deepcopy(documents("digits-mwms.yaml")[-1])
     job["metadata"]["name"] = name
     for spec in job["spec"]["tfReplicaSpecs"].values():
         container = spec["template"]["spec"]["containers"][0]
@@ -545,10 +545,10 @@ def test_helm_install_from_the_registry_trains_with_pulled_images(
         operator = release.image("operator")
         assert_runs_pinned(target, f"{operator['reference']}@{operator['digest']}")
         trainer = release.image("trainer")
-        jobs.create(trainer_job("mnist", trainer["reference"]))
-        job = jobs.wait_state("mnist", "Succeeded", TRAINING_TIMEOUT)
+        jobs.create(trainer_job("digits", trainer["reference"]))
+        job = jobs.wait_state("digits", "Succeeded", TRAINING_TIMEOUT)
         assert job["status"]["restartCount"] == 0
-        pods = jobs.pods("mnist")
+        pods = jobs.pods("digits")
         # Pulled from the registry: the node ran exactly the pushed image.
         platform_digests = {
             m["digest"]
@@ -557,7 +557,7 @@ def test_helm_install_from_the_registry_trains_with_pulled_images(
             ]
         }
         assert {pulled_digest(p) for p in pods} <= platform_digests | {trainer["digest"]}
-        log_text = jobs.log("mnist-worker-0", "tensorflow")
+        log_text = jobs.log("digits-worker-0", "tensorflow")
         (result,) = results_in(log_text.splitlines())
         assert result["accuracy"] >= result["accuracy_threshold"]
         # The released client reads the same job and results from outside the cluster.
@@ -573,12 +573,12 @@ def test_helm_install_from_the_registry_trains_with_pulled_images(
         # kubectl runs the released wheel's plugin from PATH.
         path = f"{released_client.parent}:{os.environ['PATH']}"
         listed = subprocess.run(
-            [str(target.kubectl.path), "tfjob", "get", "mnist", "-n", jobs.namespace,
+            [str(target.kubectl.path), "tfjob", "get", "digits", "-n", jobs.namespace,
              "--kubeconfig", target.kubeconfig],
             env={**os.environ, "PATH": path}, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert listed.returncode == 0, listed.stderr
-        assert listed.stdout.splitlines()[1].split()[:2] == ["mnist", "Succeeded"]
+        assert listed.stdout.splitlines()[1].split()[:2] == ["digits", "Succeeded"]
     finally:
         uninstall(target)
 

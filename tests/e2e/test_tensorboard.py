@@ -30,7 +30,7 @@ from support.waiting import wait_until
 from tfjob_localcluster.images.catalog import TRAINER
 from tfjob_operator.client import TFJobClient
 
-NAME = "mnist-tb"
+NAME = "digits-tb"
 #: Enough for the browser to see the curve while the job trains, with room to spare: it
 #: first saw 3 to 5 epochs in a warm `make test`, 4 alone on the machine (an epoch takes
 #: about a second); the test prints what it saw in the section below.
@@ -123,7 +123,7 @@ def browser_installed() -> None:
 def test_a_job_on_a_claim_with_its_tensorboard(
     backend: Backend, tfjobs: TFJobs, tmp_path: Path, browser_installed: None
 ) -> None:
-    job = set_args(example("mnist-tensorboard.yaml"), ["--epochs", str(EPOCHS)])
+    job = set_args(example("digits-tensorboard.yaml"), ["--epochs", str(EPOCHS)])
     job["spec"]["tensorboard"]["ttlSecondsAfterFinished"] = TTL_SECONDS
     tfjobs.create(job)  # and its claim, from the example's file
     running = tfjobs.wait_for(

@@ -51,6 +51,7 @@ from .plan import Plan, soonest
 from .refusals import Refusal, Refusals
 from .resources import JobKey
 from .status import StatusWrite
+from .stops import LastStops
 from .watchcache import Store
 
 logger = logging.getLogger(__name__)
@@ -117,10 +118,18 @@ class Caches:
     services: Store[ServiceObservation]
     #: What each integration's watches show, by the integration's name (integrations/).
     integrations: Mapping[str, Store[Any]] = field(default_factory=dict)
+    #: The checkpoints deleted pods reported as they stopped (stops.py).
+    stops: LastStops = field(default_factory=LastStops)
 
     def records(self, integration: Integration[Any, Any], key: JobKey) -> list[Any]:
         store = self.integrations.get(integration.name)
         return store.get(key) if store is not None else []
+
+    def pod_deleted(self, key: JobKey, pod: PodObservation) -> None:
+        """A pod's last state: the checkpoint it stopped at is kept while its job exists
+        (a job deleted first has none kept: nothing would forget it)."""
+        if pod.stopped is not None and self.jobs.get(key):
+            self.stops.note(key, pod.stopped)
 
 
 @dataclass
@@ -254,6 +263,7 @@ class Controller:
             self._expected.pop(key, None)
             self._refusals.pop(key, None)
             self._progress_since.pop(key, None)
+            self.caches.stops.forget(key)
             self.metrics.job_deleted(key)
             return GONE
         job, younger = jobs[0], jobs[1:]
@@ -286,6 +296,7 @@ class Controller:
             observations=observations,
             refusals=list(refusals),
             invalid_grace_seconds=self.invalid_grace_seconds,
+            stopped=self.caches.stops.get(key),
         )
         plan = self._hold_back_while_refused(job, plan, refusals)
         plan = expected.skip_pending(plan, pods, services, self.clock.monotonic())

@@ -21,6 +21,7 @@ from .api import (
     ReplicaType,
 )
 from .spec import Replica
+from .stops import Stop, stop_of
 from .timeutil import from_rfc3339
 
 _TYPES_BY_LABEL = {t.label: t for t in ReplicaType}
@@ -56,6 +57,8 @@ class Failure:
     #: The node the pod was on (a lost node's pods are evicted with a message that does
     #: not name it).
     node: str = ""
+    #: The init container that failed, if the pod failed before its main container ran.
+    init_container: str = ""
 
     def describe(self) -> str:
         if self.disrupted:
@@ -63,6 +66,9 @@ class Failure:
             return (
                 f"was disrupted ({self.reason}){where}{': ' + self.message if self.message else ''}"
             )
+        if self.init_container:
+            said = f": {_last_lines(self.message)}" if self.message else ""
+            return f"init container {self.init_container} exited with code {self.exit_code}{said}"
         text = f"exited with code {self.exit_code}"
         if self.reason and self.reason != "Error":
             text += f" ({self.reason})"
@@ -89,6 +95,8 @@ class PodObservation:
     #: after a restart, ...), with its message.
     waiting_reason: str | None
     waiting_message: str | None
+    #: The checkpoint its container reported as it stopped (stops.py), if it did.
+    stopped: Stop | None = None
 
     @property
     def active(self) -> bool:
@@ -311,6 +319,8 @@ def observe_pod(body: Mapping[str, Any]) -> PodObservation:
         ),
         waiting_reason=waiting_reason,
         waiting_message=waiting_message,
+        stopped=stop_of((main.get("state") or {}).get("terminated"))
+        or stop_of((main.get("lastState") or {}).get("terminated")),
     )
 
 
@@ -373,6 +383,8 @@ def _failure(
             message=(terminated.get("message") or "").strip(),
             disrupted=False,
         )
+    if phase == "Failed" and disruption is None and (init := _failed_init(status)) is not None:
+        return init
     if phase == "Failed":
         reason, message = disruption or (
             status.get("reason") or "PodFailed",
@@ -383,6 +395,29 @@ def _failure(
         reason, message = disruption or ("PodDeleted", "the pod was deleted")
         return Failure(None, reason, message, disrupted=True, node=node)
     return None
+
+
+def _failed_init(status: Mapping[str, Any]) -> Failure | None:
+    """An init container that exited non-zero: the pod failed before its main container
+    ran, and why is that container's (its termination message, or its log's tail where
+    it falls back to the log)."""
+    for container in status.get("initContainerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated") or {}
+        if terminated.get("exitCode"):
+            return Failure(
+                exit_code=terminated["exitCode"],
+                reason=terminated.get("reason") or "Error",
+                message=(terminated.get("message") or "").strip(),
+                disrupted=False,
+                init_container=str(container.get("name") or ""),
+            )
+    return None
+
+
+def _last_lines(text: str, limit: int = 300) -> str:
+    """The end of a message on one line: an error's last lines say what went wrong."""
+    joined = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    return joined if len(joined) <= limit else "..." + joined[-(limit - 3) :]
 
 
 def _exited_before_disruption(terminated: Mapping[str, Any], status: Mapping[str, Any]) -> bool:

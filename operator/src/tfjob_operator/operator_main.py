@@ -169,6 +169,7 @@ async def run_operator(
                 caches.pods,
                 child_reader(observe_pod),
                 gate.changed,
+                deleted=caches.pod_deleted,
             ),
             Watch(
                 api,

@@ -72,8 +72,10 @@ def render(choices: Choices, invocation: str) -> str:
     )
     environment.filters["quote"] = _quote
     environment.filters["comment"] = _comment
+    args = _args(choices)
     text = environment.get_template("tfjob.yaml.j2").render(
         title=_title(choices),
+        builtin=choices.command == ("tfjob-train",) and "--entrypoint" not in args,
         invocation=invocation,
         name=choices.name,
         namespace=choices.namespace,
@@ -84,7 +86,7 @@ def render(choices: Choices, invocation: str) -> str:
         replicas=_replicas(choices),
         image=choices.image,
         command=list(choices.command),
-        args=_args(choices),
+        args=args,
         shared_dir=choices.shared_dir,
         pvc=choices.pvc,
         pvc_size=choices.pvc_size,

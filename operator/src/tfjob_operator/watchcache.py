@@ -125,7 +125,10 @@ class Watch(Generic[T]):
         read: Callable[[Mapping[str, Any]], tuple[str, JobKey, T] | None],
         changed: Callable[[JobKey], None],
         restarted: Callable[[str], None] = lambda _: None,
+        deleted: Callable[[JobKey, T], None] | None = None,
     ) -> None:
+        """`deleted`, if given, is shown the record read from a DELETED event: the
+        object's last state, which the store drops."""
         self.api = api
         self.resource = resource
         self.namespace = namespace
@@ -133,6 +136,7 @@ class Watch(Generic[T]):
         self.read = read
         self.changed = changed
         self.restarted = restarted
+        self.deleted = deleted
         self.synced = asyncio.Event()
         self._maybe_served = asyncio.Event()
         self.path = collection_path(namespace, resource.plural, resource.group_path)
@@ -254,6 +258,8 @@ class Watch(Generic[T]):
         if kind == "BOOKMARK":
             return version
         if kind == "DELETED":
+            if self.deleted is not None and (last := self.read(body)) is not None:
+                self.deleted(last[1], last[2])
             changed = self.store.remove(str(body["metadata"]["uid"]))
         else:
             entry = self.read(body)

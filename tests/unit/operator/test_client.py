@@ -226,6 +226,18 @@ def test_describe_says_why_with_exit_codes_events_and_the_failed_replicas_log() 
     assert "10s ago  Warning TFJobRestarting (x3)  mnist: worker-0 exited with code 3" in text
 
 
+def test_describe_says_where_the_replicas_stopped_and_that_the_job_resumed_from_it() -> None:
+    body = a_job([CREATED, RUNNING])
+    stop = {"step": 57, "epoch": 3, "stoppedAt": "2026-11-26T11:59:00Z"}
+    body["status"]["checkpoint"] = stop
+    assert (
+        "Checkpoint: step 57 (epoch 3), written as the replicas stopped at 2026-11-26T11:59:00Z; "
+        "the job resumes from it"
+    ) in describe(TFJob(body), [], [], {}, NOW)
+    body["status"]["checkpoint"] = {**stop, "resumedAt": "2026-11-26T11:59:40Z"}
+    assert "; resumed from it at 2026-11-26T11:59:40Z" in describe(TFJob(body), [], [], {}, NOW)
+
+
 # -- results ----------------------------------------------------------------------------
 
 
@@ -272,6 +284,8 @@ class FakeRest:
         self.written.append((method, path, body))
         if path in self.refuse:
             raise ApiError(self.refuse[path], f"{method} {path}", b'{"reason": "AlreadyExists"}')
+        if body is None:
+            return {}
         return {**body, "metadata": {**body["metadata"], "uid": "new"}}
 
     @contextmanager
@@ -313,7 +327,7 @@ def test_create_takes_yaml_picks_the_api_and_keeps_namespaces_straight() -> None
 
 def test_create_makes_the_claims_the_file_declares_first_and_keeps_one_that_exists() -> None:
     rest = FakeRest({})
-    example = (ROOT / "examples" / "mnist-mwms.yaml").read_text()
+    example = (ROOT / "examples" / "digits-mwms.yaml").read_text()
     client_of(rest).create(example)
     assert [(method, path) for method, path, _ in rest.written] == [
         ("POST", "/api/v1/namespaces/ml/persistentvolumeclaims"),
@@ -462,7 +476,7 @@ sys.exit(cli.main(sys.argv[2:], prog=sys.argv[1]))
 @pytest.mark.parametrize(
     ("prog", "words", "printed"),
     [
-        ("tfjob-operator", ["render", "-f", "examples/mnist-mwms.yaml"], "TF_CONFIG"),
+        ("tfjob-operator", ["render", "-f", "examples/digits-mwms.yaml"], "TF_CONFIG"),
         ("tfjob-operator", ["new", "digits", "--workers", "2"], "kind: TFJob"),
         ("tfjob-operator", ["completion", "zsh"], "compdef _tfjob_operator"),
         ("tfjob-operator", ["__complete", "get", "-o", "y"], "yaml\n:4"),

@@ -97,6 +97,23 @@ def test_a_sidecar_or_init_container_that_cannot_start_is_named_in_the_waiting_m
     assert not observed.running
 
 
+def test_an_init_container_that_exits_non_zero_fails_the_pod_with_its_words() -> None:
+    """uv, installing a function's packages, finds no index: the pod fails before its main
+    container ran; the failure is the init container's exit, not a disruption."""
+    pod = body("Failed", {"state": {"waiting": {"reason": "PodInitializing"}}})
+    said = "Resolved 0 packages\nerror: Failed to fetch: `http://127.0.0.1:9/simple/einops/`"
+    pod["status"]["initContainerStatuses"] = [
+        {"name": "install-packages", "state": {"terminated": {"exitCode": 2, "message": said}}}
+    ]
+    failure = observe_pod(pod).failure
+    assert failure is not None
+    assert (failure.exit_code, failure.disrupted) == (2, False)
+    assert failure.describe() == (
+        "init container install-packages exited with code 2: Resolved 0 packages "
+        "error: Failed to fetch: `http://127.0.0.1:9/simple/einops/`"
+    )
+
+
 def exited_one(finished: str = "2026-11-25T22:38:03Z") -> dict[str, Any]:
     return {"state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": finished}}}
 

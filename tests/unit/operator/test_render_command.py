@@ -20,24 +20,24 @@ def render(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_renders_a_service_and_a_pod_per_replica() -> None:
-    done = render(ROOT / "examples" / "mnist-pss.yaml", "--namespace", "ml")
+    done = render(ROOT / "examples" / "digits-pss.yaml", "--namespace", "ml")
     assert done.returncode == 0, done.stderr
     objects = list(yaml.safe_load_all(done.stdout))
     names = sorted((o["kind"], o["metadata"]["name"]) for o in objects)
     replicas = ["chief-0", "evaluator-0", "ps-0", "worker-0", "worker-1"]
     assert names == sorted(
-        [("Pod", f"mnist-pss-{r}") for r in replicas]
-        + [("Service", f"mnist-pss-{r}") for r in replicas]
+        [("Pod", f"digits-pss-{r}") for r in replicas]
+        + [("Service", f"digits-pss-{r}") for r in replicas]
     )
     assert {o["metadata"]["namespace"] for o in objects} == {"ml"}
 
 
 def test_a_job_with_a_tensorboard_renders_its_deployment_and_service_too() -> None:
-    done = render(ROOT / "examples" / "mnist-tensorboard.yaml", "--namespace", "ml")
+    done = render(ROOT / "examples" / "digits-tensorboard.yaml", "--namespace", "ml")
     assert done.returncode == 0, done.stderr
     objects = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(done.stdout)}
-    deployment = objects[("Deployment", "mnist-tb-tensorboard")]
-    assert ("Service", "mnist-tb-tensorboard") in objects
+    deployment = objects[("Deployment", "digits-tb-tensorboard")]
+    assert ("Service", "digits-tb-tensorboard") in objects
     pod = deployment["spec"]["template"]["spec"]
     assert pod["volumes"] == [
         {"name": "shared", "persistentVolumeClaim": {"claimName": "tfjob-data", "readOnly": True}}
@@ -46,7 +46,7 @@ def test_a_job_with_a_tensorboard_renders_its_deployment_and_service_too() -> No
 
 
 def test_invalid_job_prints_each_problem_and_fails(tmp_path: Path) -> None:
-    job = list(yaml.safe_load_all((ROOT / "examples" / "mnist-pss.yaml").read_text()))[-1]
+    job = list(yaml.safe_load_all((ROOT / "examples" / "digits-pss.yaml").read_text()))[-1]
     del job["spec"]["tfReplicaSpecs"]["Worker"]
     job["spec"]["tfReplicaSpecs"]["Chief"]["replicas"] = 2
     path = tmp_path / "bad.yaml"
@@ -59,7 +59,7 @@ def test_invalid_job_prints_each_problem_and_fails(tmp_path: Path) -> None:
 
 
 def test_a_gang_job_renders_its_pod_group_first(tmp_path: Path) -> None:
-    job = list(yaml.safe_load_all((ROOT / "examples" / "mnist-mwms.yaml").read_text()))[-1]
+    job = list(yaml.safe_load_all((ROOT / "examples" / "digits-mwms.yaml").read_text()))[-1]
     for replica in job["spec"]["tfReplicaSpecs"].values():
         replica["template"]["spec"]["schedulerName"] = "volcano"
     path = tmp_path / "gang.yaml"
@@ -79,7 +79,7 @@ def test_a_gang_job_renders_its_pod_group_first(tmp_path: Path) -> None:
 def test_a_job_that_asks_for_a_disruption_budget_renders_it_after_its_pods(
     tmp_path: Path,
 ) -> None:
-    job = list(yaml.safe_load_all((ROOT / "examples" / "mnist-pss.yaml").read_text()))[-1]
+    job = list(yaml.safe_load_all((ROOT / "examples" / "digits-pss.yaml").read_text()))[-1]
     job["metadata"]["annotations"] = {"tfjob.dev/disruption-budget": "true"}
     path = tmp_path / "budget.yaml"
     path.write_text(yaml.safe_dump(job))
@@ -89,6 +89,6 @@ def test_a_job_that_asks_for_a_disruption_budget_renders_it_after_its_pods(
     budget = objects[-1]
     assert (budget["kind"], budget["metadata"]["name"]) == (
         "PodDisruptionBudget",
-        "mnist-pss-training",
+        "digits-pss-training",
     )
     assert budget["spec"]["minAvailable"] == 4, "chief, ps and two workers: not the evaluator"

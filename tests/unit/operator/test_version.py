@@ -75,11 +75,11 @@ def test_kustomize_install_runs_the_published_operator_image() -> None:
 @pytest.mark.parametrize(
     ("example", "gpu"),
     [
-        ("examples/mnist-mwms.yaml", False),
-        ("examples/mnist-pss.yaml", False),
-        ("examples/mnist-tensorboard.yaml", False),
+        ("examples/digits-mwms.yaml", False),
+        ("examples/digits-pss.yaml", False),
+        ("examples/digits-tensorboard.yaml", False),
         ("examples/custom-entrypoint/tfjob.yaml", False),
-        ("examples/mnist-gpu.yaml", True),
+        ("examples/digits-gpu.yaml", True),
     ],
 )
 def test_examples_run_the_published_trainer_image(example: str, gpu: bool) -> None:

@@ -82,7 +82,10 @@ class FakeApiServer:
         return page, version, "" if last else str(index + 1)
 
 
-def run_watch(server: FakeApiServer) -> tuple[Store[str], list[tuple[str, str]]]:
+def run_watch(
+    server: FakeApiServer, deleted: list[tuple[tuple[str, str], str]] | None = None
+) -> tuple[Store[str], list[tuple[str, str]]]:
+    """Runs a watch of the server's pods; the last states of deleted pods go to `deleted`."""
     store: Store[str] = Store()
     woken: list[tuple[str, str]] = []
 
@@ -92,7 +95,8 @@ def run_watch(server: FakeApiServer) -> tuple[Store[str], list[tuple[str, str]]]
         async with TestServer(app) as test_server:
             api = client_of(test_server)
             resource = Resource("pods", label_selector="tfjob.dev/job-name")
-            watch = Watch(api, resource, None, store, read, woken.append)
+            last = None if deleted is None else lambda key, phase: deleted.append((key, phase))
+            watch = Watch(api, resource, None, store, read, woken.append, deleted=last)
             task = asyncio.create_task(watch.run())
             await asyncio.wait_for(server.done.wait(), 10)
             task.cancel()
@@ -123,6 +127,17 @@ def test_list_pages_then_watch_events_then_resume_from_the_last_version() -> Non
     assert [r["resourceVersion"] for r in server.requests[2:]] == ["100", "150", "151"]
     assert all(r["allowWatchBookmarks"] == "true" for r in server.requests[2:])
     assert woken == [("ml", "a"), ("ml", "b"), ("ml", "a"), ("ml", "b")]
+
+
+def test_a_deleted_objects_last_state_is_shown_before_the_store_drops_it() -> None:
+    server = FakeApiServer(
+        lists=[[pod("a-worker-0", "a", 10)]],
+        watches=[[{"type": "DELETED", "object": pod("a-worker-0", "a", 11, "Failed")}]],
+    )
+    deleted: list[tuple[tuple[str, str], str]] = []
+    store, _ = run_watch(server, deleted)
+    assert deleted == [(("ml", "a"), "Failed")]
+    assert store.get(("ml", "a")) == []
 
 
 def test_an_event_that_changes_no_record_wakes_no_job() -> None:

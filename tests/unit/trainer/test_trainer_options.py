@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
+from tfjob_trainer.entrypoint import load_entrypoint
 from tfjob_trainer.errors import ConfigError
 from tfjob_trainer.options import parse_options
 from tfjob_trainer.strategy_choice import StrategyName
@@ -114,3 +117,23 @@ def test_invalid_flags_are_one_line_config_errors(
         parse_options(argv, environ)
     assert fragment in str(raised.value)
     assert "\n" not in str(raised.value)
+
+
+def test_an_entrypoint_may_be_a_file_imported_with_what_lies_beside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`/path/file.py:function`, as TFJobClient.train ships a function: the file's
+    directory goes first on the module path, so packages installed beside it import."""
+    (tmp_path / "helper_beside.py").write_text("VALUE = 41\n")
+    (tmp_path / "shipped_fn.py").write_text(
+        "import helper_beside\n\ndef train(ctx):\n    return {'value': helper_beside.VALUE + ctx}\n"
+    )
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    spec = f"{tmp_path}/shipped_fn.py:train"
+    assert parse_options(["--entrypoint", spec], {}).entrypoint == spec
+    assert load_entrypoint(spec)(1) == {"value": 42}
+    assert sys.path[0] == str(tmp_path)
+    with pytest.raises(ConfigError, match="no file"):
+        load_entrypoint(f"{tmp_path}/absent.py:train")
+    with pytest.raises(ConfigError, match=r"expected module:function or /path/to/file\.py"):
+        parse_options(["--entrypoint", "relative/file.py:train"], {})

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from tfjob_trainer import exit_codes, init
 from tfjob_trainer.entrypoint import EntryFunction, load_entrypoint
-from tfjob_trainer.errors import ConfigError, RetryableError, one_line
+from tfjob_trainer.errors import ConfigError, Preempted, RetryableError, one_line
 from tfjob_trainer.options import TrainerOptions, parse_options
+from tfjob_trainer.stop_report import report_checkpoint
 from tfjob_trainer.strategy_choice import (
     Role,
     StrategyName,
@@ -63,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(options, config, entry)
     except ConfigError as error:
         return _fail(exit_codes.INVALID_CONFIGURATION, f"invalid configuration: {error}")
+    except Preempted as error:
+        report_checkpoint(error.epoch, error.step)
+        return _exit_now(exit_codes.RETRYABLE, f"{error} (exit 42: retryable)")
     except RetryableError as error:
         return _exit_now(exit_codes.RETRYABLE, f"{error} (exit 42: retryable)")
     except KeyboardInterrupt:

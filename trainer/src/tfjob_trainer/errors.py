@@ -14,7 +14,13 @@ class RetryableError(Exception):
 
 
 class Preempted(RetryableError):
-    """SIGTERM arrived during training and a checkpoint was written."""
+    """SIGTERM arrived during training and a checkpoint was written, in `epoch` (1-based)
+    at the optimizer's `step`."""
+
+    def __init__(self, message: str, *, epoch: int, step: int) -> None:
+        super().__init__(message)
+        self.epoch = epoch
+        self.step = step
 
 
 class EvaluatorTimeout(RetryableError):

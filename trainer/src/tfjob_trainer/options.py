@@ -18,7 +18,9 @@ from tfjob_trainer.errors import ConfigError
 from tfjob_trainer.strategy_choice import StrategyName
 
 STRATEGY_ENV = "TFJOB_STRATEGY"
-_ENTRYPOINT = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+#: `module:function`, or `/path/to/file.py:function` (a file, imported by its name from its
+#: directory: what TFJobClient.train ships).
+_ENTRYPOINT = re.compile(r"^([A-Za-z_][\w.]*|/[^:]+\.py):[A-Za-z_]\w*$")
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,9 @@ def _hidden_units(text: str) -> tuple[int, ...]:
 
 def _entrypoint(text: str) -> str:
     if not _ENTRYPOINT.match(text):
-        raise argparse.ArgumentTypeError(f"expected module:function, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected module:function or /path/to/file.py:function, got {text!r}"
+        )
     return text
 
 
@@ -231,8 +235,9 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         default=None,
         metavar="MODULE:FUNCTION",
         help=(
-            "run FUNCTION(ctx) from MODULE instead of the built-in workload; arguments "
-            "after -- reach it as ctx.options.entrypoint_args"
+            "run FUNCTION(ctx) from MODULE (or /path/to/FILE.py, whose directory is put "
+            "first on the module path) instead of the built-in workload; arguments after "
+            "-- reach it as ctx.options.entrypoint_args"
         ),
     )
 

@@ -9,7 +9,7 @@ after a first `interval`, and logs one line naming each peer and what stopped th
 connection, e.g.
 
     tfjob-train: worker-0 still waiting for its peers after 30 s:
-    worker-1 at mnist-worker-1.demo.svc:2222: timed out
+    worker-1 at digits-worker-1.demo.svc:2222: timed out
 
 so that `kubectl logs` (and a diagnosis built on it) says which replica waits for which
 peer. The probe only connects and closes: no gRPC, no TensorFlow. The watcher is a

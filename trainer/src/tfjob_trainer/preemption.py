@@ -80,8 +80,13 @@ class ResumableBackup(tf_keras.callbacks.BackupAndRestore):
         if preempted or batch + 1 == self._steps_per_epoch:
             self._backup(epoch=self._current_epoch, batch=batch)
         if preempted:
+            epoch = self._current_epoch + 1
+            step = int(self.model.optimizer.iterations.numpy())
             raise Preempted(
-                f"SIGTERM: backup written at epoch {self._current_epoch + 1}, step {batch}"
+                f"SIGTERM: backup written at epoch {epoch}, step {batch} (step {step} of "
+                "the training)",
+                epoch=epoch,
+                step=step,
             )
 
 
@@ -97,9 +102,18 @@ class PreemptionCheckpoint(tf_keras.callbacks.Callback):
         self._supports_tf_logs = True
         self._writer = writer
         self._watch = watch
+        self._epoch = 0
+
+    def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+        self._epoch = epoch
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         if not self._watch.requested:
             return
-        path = self._writer.save(int(self.model.optimizer.iterations.numpy()))
-        raise Preempted(f"SIGTERM: checkpoint written to {path}")
+        step = int(self.model.optimizer.iterations.numpy())
+        path = self._writer.save(step)
+        raise Preempted(
+            f"SIGTERM: checkpoint written to {path} (step {step} of the training)",
+            epoch=self._epoch + 1,
+            step=step,
+        )

@@ -11,11 +11,12 @@ progress line are for terminals only: piped, the output is plain lines.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from enum import IntEnum
 from pathlib import Path
 from typing import Any, TextIO
@@ -52,9 +53,40 @@ def add_commands(commands: argparse._SubParsersAction[Any]) -> None:
     common.add_argument("--context", default=None, help="the kubeconfig context to use")
 
     submit = commands.add_parser(
-        "submit", parents=[common], help="create a TFJob from YAML; optionally follow and wait"
+        "submit",
+        parents=[common],
+        help="create a TFJob from YAML, or from a Python function; optionally follow and wait",
     )
-    submit.add_argument("-f", "--filename", required=True, help="TFJob YAML ('-' for stdin)")
+    source = submit.add_mutually_exclusive_group(required=True)
+    source.add_argument("-f", "--filename", help="TFJob YAML ('-' for stdin)")
+    source.add_argument(
+        "--train",
+        metavar="FILE.py:FUNCTION",
+        help="run FUNCTION(ctx) from FILE.py in a new TFJob (TFJobClient.train)",
+    )
+    function = submit.add_argument_group("with --train")
+    function.add_argument("--name", help="the TFJob's name (default: the function's)")
+    function.add_argument("--workers", type=int, default=2)
+    function.add_argument("--ps", type=int, default=0, help="parameter servers (> 0: pss)")
+    function.add_argument("--chief", action="store_true")
+    function.add_argument("--evaluator", action="store_true")
+    function.add_argument("--image", default=None, help="default: the release's trainer")
+    function.add_argument(
+        "--package", action="append", default=[], help="installed at start (repeatable)"
+    )
+    function.add_argument(
+        "--package-index", default=None, help="the index packages come from (default: PyPI)"
+    )
+    function.add_argument(
+        "--request",
+        action="append",
+        default=[],
+        metavar="RESOURCE=QUANTITY",
+        help="each replica's request, e.g. cpu=500m (repeatable)",
+    )
+    function.add_argument(
+        "--train-arg", action="append", default=[], help="a tfjob-train flag (repeatable)"
+    )
     submit.add_argument("--wait", action="store_true", help="wait until it finishes")
     submit.add_argument("--follow", action="store_true", help="print every replica's log")
     _timeout(submit)
@@ -150,16 +182,64 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 
 def _submit(client: TFJobClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> ExitCode:
-    # A file by its path; stdin as YAML text, which the client tells from a path by its
-    # line break.
-    source = Path(args.filename) if args.filename != "-" else sys.stdin.read().rstrip() + "\n"
-    job = client.create(source)
+    if args.train:
+        job = client.train(
+            load_function(args.train),
+            name=args.name,
+            workers=args.workers,
+            ps=args.ps,
+            chief=args.chief,
+            evaluator=args.evaluator,
+            image=args.image,
+            packages=args.package,
+            package_index=args.package_index,
+            resources=_requests(args.request),
+            trainer_args=args.train_arg,
+        )
+    else:
+        # A file by its path; stdin as YAML text, which the client tells from a path by
+        # its line break.
+        text = sys.stdin.read().rstrip() + "\n" if args.filename == "-" else None
+        job = client.create(text if text is not None else Path(args.filename))
     print(f"tfjob.{job.api_version.split('/')[0]}/{job.name} created", file=out)
     if args.follow:
         _print_lines(client.logs(job.name, follow=True, namespace=job.namespace), out)
     if not (args.wait or args.follow):
         return ExitCode.SUCCEEDED
     return _outcome(_wait_for(client, job.name, job.namespace, FINISHED, args.timeout, err), out)
+
+
+def load_function(spec: str) -> Callable[..., Any]:
+    """FUNCTION of FILE.py (`FILE.py:FUNCTION`), the file run as a module named after it,
+    its directory first on the module path; ValueError saying what is missing."""
+    path_text, _, name = spec.rpartition(":")
+    path = Path(path_text)
+    if not path_text.endswith(".py") or not name:
+        raise ValueError(f"--train {spec}: expected FILE.py:FUNCTION")
+    if not path.is_file():
+        raise ValueError(f"--train {spec}: no file {path}")
+    loader = importlib.util.spec_from_file_location(path.stem, path)
+    if loader is None or loader.loader is None:
+        raise ValueError(f"--train {spec}: {path} cannot be imported")
+    module = importlib.util.module_from_spec(loader)
+    sys.modules[path.stem] = module
+    sys.path.insert(0, str(path.resolve().parent))
+    loader.loader.exec_module(module)
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise ValueError(f"--train {spec}: {path} has no function {name!r}")
+    return function  # type: ignore[no-any-return]
+
+
+def _requests(pairs: Sequence[str]) -> dict[str, Any] | None:
+    """`--request cpu=500m --request memory=1Gi` as a container's resources."""
+    requests = {}
+    for pair in pairs:
+        resource, separator, quantity = pair.partition("=")
+        if not separator or not resource or not quantity:
+            raise ValueError(f"--request {pair}: expected RESOURCE=QUANTITY, e.g. cpu=500m")
+        requests[resource] = quantity
+    return {"requests": requests} if requests else None
 
 
 def _get(client: TFJobClient, args: argparse.Namespace, out: TextIO, err: TextIO) -> ExitCode:

@@ -3,12 +3,12 @@
     from tfjob_operator.client import TFJobClient
 
     tfjobs = TFJobClient()                          # the kubeconfig's context and namespace
-    tfjobs.create("examples/mnist-mwms.yaml")       # or a dict, YAML text, create_from(...)
-    for line in tfjobs.logs("mnist-mwms", follow=True):
+    tfjobs.create("examples/digits-mwms.yaml")       # or a dict, YAML text, create_from(...)
+    for line in tfjobs.logs("digits-mwms", follow=True):
         print(line)                                 # "[worker-1] epoch 3/12 ..."
-    job = tfjobs.wait("mnist-mwms", timeout=600)    # a progress line while it waits
-    print(job.state, tfjobs.results("mnist-mwms")["worker-0"]["accuracy"])
-    tfjobs.delete("mnist-mwms")
+    job = tfjobs.wait("digits-mwms", timeout=600)    # a progress line while it waits
+    print(job.state, tfjobs.results("digits-mwms")["worker-0"]["accuracy"])
+    tfjobs.delete("digits-mwms")
 
 It serves `tfjob.dev/v1` and `kubeflow.org/v1` TFJobs alike: a job is created under the
 API its `apiVersion` names, and found by name under whichever serves it (tfjob.dev first).
@@ -26,7 +26,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TextIO
 
@@ -52,7 +52,9 @@ from ..apiserver.sync import Rest
 from ..timeutil import now
 from . import report
 from .forward import PortForward
+from .function_job import function_job, function_job_name, owned_config_map
 from .results import results_in
+from .shipping import ship
 from .views import FINISHED, Dispatch, Replica, TFJob, training_container_status
 
 #: How often `wait` and a followed log look at the job and its pods.
@@ -139,6 +141,68 @@ class TFJobClient:
         )
         scaffold.validate_rendered(text)
         return self.create(text, namespace)
+
+    def train(
+        self,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        workers: int = 2,
+        ps: int = 0,
+        chief: bool = False,
+        evaluator: bool = False,
+        strategy: str | None = None,
+        packages: Sequence[str] = (),
+        package_index: str | None = None,
+        resources: Mapping[str, Any] | None = None,
+        image: str | None = None,
+        trainer_args: Sequence[str] = (),
+        args: Sequence[str] = (),
+        namespace: str | None = None,
+        **choices: Any,
+    ) -> TFJob:
+        """Runs `function(ctx)` in a new TFJob, as `tfjob-train --entrypoint` runs a
+        function: under the strategy TF_CONFIG implies ("mwms", or "pss" when `ps` > 0),
+        with `ctx.strategy`, `ctx.task_type`, `ctx.is_chief`, ... Its source travels in a
+        ConfigMap (client/shipping.py says what can travel; UnshippableError, a
+        ValueError, names what cannot, before anything is created); `packages` are
+        installed when each pod starts, from `package_index` if given, else PyPI
+        (client/function_job.py). Its return value is the
+        replica's result (`results`), its prints its log (`logs`). `trainer_args` are
+        tfjob-train's flags (`["--epochs", "3"]`), `args` reach the function as
+        `ctx.options.entrypoint_args`; the other choices are `create_from`'s (`pvc=`,
+        with `pvc_size=` the claim is created unless it exists, `gpus=`, `tensorboard=`,
+        ...). The job is named after the function unless `name` is given."""
+        shipped = ship(function)
+        extra = (*trainer_args, *(("--", *args) if args else ()))
+        chosen = scaffold.choices(
+            name or function_job_name(shipped.function),
+            strategy=strategy or ("pss" if ps else "mwms"),
+            workers=workers,
+            ps=ps or None,
+            chief=chief,
+            evaluator=evaluator,
+            image=image,
+            extra_args=extra,
+            **choices,
+        )
+        job, config_map, claims = function_job(
+            chosen, shipped, packages=packages, package_index=package_index, resources=resources
+        )
+        for claim in claims:
+            self._create_claim(claim, namespace or self.namespace)
+        created = self.create(job, namespace)
+        try:
+            self.rest.request(
+                "POST",
+                f"/api/v1/namespaces/{created.namespace}/configmaps",
+                owned_config_map(config_map, created.object),
+            )
+        except ApiError:
+            # A job whose function never arrives would wait for it forever.
+            self.rest.request("DELETE", _jobs_path(_api_of(job), created.namespace, created.name))
+            raise
+        return created
 
     # -- read -----------------------------------------------------------------------------
 

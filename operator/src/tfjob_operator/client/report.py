@@ -91,6 +91,18 @@ def table(
     )
 
 
+def checkpoint_text(checkpoint: Mapping[str, Any]) -> str:
+    """`status.checkpoint` in words: where the replicas stopped, and whether the job has
+    resumed from it."""
+    text = (
+        f"step {checkpoint.get('step')} (epoch {checkpoint.get('epoch')}), written as the "
+        f"replicas stopped at {checkpoint.get('stoppedAt')}"
+    )
+    if checkpoint.get("resumedAt"):
+        return f"{text}; resumed from it at {checkpoint['resumedAt']}"
+    return f"{text}; the job resumes from it"
+
+
 def describe(
     job: TFJob,
     replicas: Sequence[Replica],
@@ -114,6 +126,8 @@ def describe(
     status = job.object.get("status") or {}
     if status.get("restartCount"):
         lines.append(f"Restarts:   {status['restartCount']}")
+    if checkpoint := status.get("checkpoint"):
+        lines.append(f"Checkpoint: {checkpoint_text(checkpoint)}")
     if dispatch is not None:
         lines.append(f"Runs on:    {dispatch.where}")
         if dispatch.cluster:

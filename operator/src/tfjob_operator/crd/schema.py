@@ -418,6 +418,20 @@ def status_schema() -> Schema:
             "completionTime": _time("When the job succeeded or failed."),
             "lastReconcileTime": _time("When the operator last reconciled the job."),
             "observedGeneration": _integer("int64", "The metadata.generation the status reflects."),
+            "checkpoint": {
+                "type": "object",
+                "description": (
+                    "Where the replicas last stopped with a checkpoint, as a replica reported "
+                    "it when it exited 42 (preempted, suspended, its node drained), and when "
+                    "the job resumed from it."
+                ),
+                "properties": {
+                    "step": _integer("int64", "The optimizer's step count at the checkpoint."),
+                    "epoch": _integer("int64", "The epoch it was written in, from 1."),
+                    "stoppedAt": _time("When the replica that reported it stopped."),
+                    "resumedAt": _time("When the job's replicas started again from it."),
+                },
+            },
             "tensorboard": {
                 "type": "object",
                 "description": (

@@ -51,6 +51,9 @@ class Draft:
     restarted: tuple[RestartCause, ...] = ()
     #: ttlSecondsAfterFinished has passed.
     delete_job: bool = False
+    #: `status.checkpoint`: where the replicas last stopped with a checkpoint (stops.py),
+    #: and when the job resumed from it.
+    checkpoint: Mapping[str, Any] | None = None
 
     @classmethod
     def of(cls, status: Mapping[str, Any]) -> Draft:
@@ -66,6 +69,7 @@ class Draft:
             restarts_by_type={t: int(s.get("restarts") or 0) for t, s in replica_statuses.items()},
             start_time=status.get("startTime"),
             completion_time=status.get("completionTime"),
+            checkpoint=status.get("checkpoint"),
         )
 
     @property

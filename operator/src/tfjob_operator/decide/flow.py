@@ -21,6 +21,7 @@ from ..observe import PodObservation, ServiceObservation
 from ..plan import Plan, soonest
 from ..refusals import Refusal
 from ..spec import InvalidSpec, JobSpec
+from ..stops import Stop
 from ..success_policy import leader_succeeded
 from ..tfconfig import JobConfigs, job_configs
 from . import children, outcomes, progress
@@ -38,11 +39,13 @@ def decide(
     observations: Sequence[Observation] = (),
     refusals: Sequence[Refusal] = (),
     invalid_grace_seconds: float = INVALID_POD_GRACE_SECONDS,
+    stopped: Stop | None = None,
 ) -> Plan:
     """`observations` are what each integration observed of the job (integrations/base.py),
     in the integrations' order. `refusals` are the API server's refusals of the job's
     children (refusals.py): one refused as invalid fails the job once it has lasted
-    `invalid_grace_seconds`."""
+    `invalid_grace_seconds`. `stopped` is the checkpoint a pod of the job, deleted since,
+    reported as it stopped (stops.py)."""
     if job.deleting:
         return Plan()
     if job.managed_by is not None:
@@ -56,6 +59,7 @@ def decide(
         observations=observations,
         refusals=refusals,
         invalid_grace=timedelta(seconds=invalid_grace_seconds),
+        stopped=stopped,
     )
     spec = job.parsed
     draft = progress.created(seen, Draft.of(job.status))
@@ -103,6 +107,7 @@ def _decide(seen: Seen, spec: JobSpec, draft: Draft) -> Draft:
     if draft.finished:
         draft = children.clean_up(seen, draft, spec.run_policy.clean_pod_policy, finished=True)
         return outcomes.expire(seen, spec, draft)
+    draft = outcomes.checkpointed(seen, draft)
     configs = job_configs(seen.ref.name, seen.ref.namespace, spec, seen.cluster_domain)
     oversized = configs.oversized()
     if oversized is not None:

@@ -18,6 +18,7 @@ from ..job_view import JobView
 from ..observe import Failure, PodObservation, RestartCause
 from ..refusals import Refusal
 from ..spec import REPLICA_ORDER, InvalidSpec, JobSpec, Replica
+from ..stops import pending_stop
 from ..timeutil import from_rfc3339
 from .children import clean_up, delete_all
 from .draft import Draft
@@ -147,7 +148,8 @@ def restart(
         by_type[replica_type] = by_type.get(replica_type, 0) + 1
     names = ", ".join(r.key for r in sorted(group, key=_replica_order))
     limit = f" of backoffLimit {backoff}" if backoff is not None else ""
-    message = f"{cause}; restarting {names} (restart {count}{limit})"
+    draft, source = _resuming(seen, draft)
+    message = f"{cause}; restarting {names}{source} (restart {count}{limit})"
     disrupted = all(failure.disrupted for _, failure in failures)
     restart_cause = RestartCause.DISRUPTED if disrupted else RestartCause.EXIT_CODE
     draft = dataclasses.replace(
@@ -159,6 +161,35 @@ def restart(
     )
     draft = draft.setting(seen, ConditionType.RESTARTING, True, "TFJobRestarting", message)
     return draft.reporting(WARNING, "TFJobRestarting", message), frozenset(group)
+
+
+def checkpointed(seen: Seen, draft: Draft) -> Draft:
+    """A replica reported the checkpoint it stopped at (stops.py), later than the one
+    recorded and at another step (the replicas of one job stop at the same step, each a
+    moment apart): recorded in the status, with an event."""
+    stop = seen.stopped
+    if stop is None:
+        return draft
+    recorded = draft.checkpoint or {}
+    known = recorded.get("stoppedAt")
+    if known and (recorded.get("step") == stop.step or not stop.later_than_time(str(known))):
+        return draft
+    message = (
+        f"The replicas stopped with a checkpoint at {stop.describe()}; the job resumes from it"
+    )
+    draft = dataclasses.replace(draft, checkpoint=stop.status())
+    return draft.reporting(NORMAL, "Checkpointed", message)
+
+
+def _resuming(seen: Seen, draft: Draft) -> tuple[Draft, str]:
+    """The replicas start again: from the checkpoint they stopped at, if they wrote one
+    since the job last resumed (recorded as resumed now), and the words that say so."""
+    stop = pending_stop(draft.checkpoint)
+    if stop is None:
+        return draft, ""
+    checkpoint = {**(draft.checkpoint or {}), "resumedAt": seen.now_text}
+    source = f" from the checkpoint at {stop.describe()}"
+    return dataclasses.replace(draft, checkpoint=checkpoint), source
 
 
 def suspend(seen: Seen, spec: JobSpec, draft: Draft) -> Draft:
@@ -182,7 +213,9 @@ def suspend(seen: Seen, spec: JobSpec, draft: Draft) -> Draft:
         f"TFJob {seen.id} is suspended.",
     )
     if not draft.is_true(ConditionType.SUSPENDED):
-        draft = draft.reporting(NORMAL, "TFJobSuspended", "Suspended: deleting pods and services")
+        draft = draft.reporting(NORMAL, "TFJobSuspended", f"{message} Deleting pods and services.")
+    if (stop := pending_stop(draft.checkpoint)) is not None:
+        message += f" Its replicas stopped with a checkpoint at {stop.describe()}."
     # The message follows Kueue's as it changes; its transition time stays.
     return draft.setting(seen, ConditionType.SUSPENDED, True, "TFJobSuspended", message)
 
@@ -191,9 +224,10 @@ def resume(seen: Seen, draft: Draft) -> Draft:
     """A suspended job runs again: its start time starts again."""
     if not draft.is_true(ConditionType.SUSPENDED):
         return draft
+    draft, source = _resuming(seen, draft)
     draft = draft.setting(
-        seen, ConditionType.SUSPENDED, False, "TFJobResumed", f"TFJob {seen.id} is resumed."
-    ).reporting(NORMAL, "TFJobResumed", "Resumed: creating the replicas again")
+        seen, ConditionType.SUSPENDED, False, "TFJobResumed", f"TFJob {seen.id} is resumed{source}."
+    ).reporting(NORMAL, "TFJobResumed", f"Resumed{source}: creating the replicas again")
     return dataclasses.replace(draft, start_time=None)
 
 

@@ -156,6 +156,8 @@ def plan(seen: Seen, spec: JobSpec | None, draft: Draft) -> Plan:
         status["startTime"] = draft.start_time
     if draft.completion_time:
         status["completionTime"] = draft.completion_time
+    if draft.checkpoint:
+        status["checkpoint"] = dict(draft.checkpoint)
     previous = {k: v for k, v in old.items() if k != "lastReconcileTime"}
     owned = {i.status_field for i in _integrations(seen) if i.status_field is not None}
     reconciled = status != {k: v for k, v in previous.items() if k not in owned}

@@ -15,6 +15,7 @@ from ..job_view import JobView
 from ..limits import INVALID_POD_GRACE_SECONDS
 from ..observe import PodObservation, ServiceObservation
 from ..refusals import Refusal
+from ..stops import Stop, latest
 from ..timeutil import to_rfc3339
 
 
@@ -35,6 +36,9 @@ class Seen:
     #: The API server's refusals of children rendered from this generation (refusals.py).
     refusals: tuple[Refusal, ...] = ()
     invalid_grace: timedelta = timedelta(seconds=INVALID_POD_GRACE_SECONDS)
+    #: The latest checkpoint a replica reported as it stopped (stops.py): from the pods,
+    #: or from one deleted since.
+    stopped: Stop | None = None
 
     @classmethod
     def of(
@@ -48,18 +52,21 @@ class Seen:
         observations: Sequence[Observation] = (),
         refusals: Sequence[Refusal] = (),
         invalid_grace: timedelta = timedelta(seconds=INVALID_POD_GRACE_SECONDS),
+        stopped: Stop | None = None,
     ) -> Seen:
+        own_pods = tuple(p for p in pods if p.owner_uid == job.ref.uid)
         return cls(
             job,
             now,
             cluster_domain,
-            pods=tuple(p for p in pods if p.owner_uid == job.ref.uid),
+            pods=own_pods,
             services=tuple(s for s in services if s.owner_uid == job.ref.uid),
             occupied_pod_names=frozenset(p.name for p in pods),
             occupied_service_names=frozenset(s.name for s in services),
             observations=tuple(observations),
             refusals=tuple(r for r in refusals if r.generation == job.generation),
             invalid_grace=invalid_grace,
+            stopped=latest(stopped, *(p.stopped for p in own_pods)),
         )
 
     @property
