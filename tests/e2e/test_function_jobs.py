@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,6 +37,19 @@ log = logging.getLogger(__name__)
 TRAINING_TIMEOUT = 900
 #: A function that only imports its package: the pods' start, TensorFlow's import.
 FUNCTION_TIMEOUT = 300
+#: The CLI as installed: the console script beside this Python.
+CLI = str(Path(sys.executable).parent / "tfjob-operator")
+#: A file of functions as a user writes one for `submit --train`.
+FUNCTIONS_FILE = """\
+SCALE = 2
+
+
+def replicas_seen(ctx):
+    return {"replicas_seen": ctx.num_replicas * SCALE // SCALE, "task": ctx.task_type}
+
+
+refused = lambda ctx: None  # noqa: E731
+"""
 #: An address where nothing listens: no index answers.
 NO_INDEX = "http://127.0.0.1:9/simple"
 
@@ -145,3 +159,31 @@ def test_a_function_whose_packages_no_index_serves_fails_with_uvs_words(
     assert "worker-0 init container install-packages exited with code 2" in failed["message"]
     assert "127.0.0.1:9" in failed["message"]
     assert "not retryable" in failed["message"]
+
+
+def test_the_command_line_submits_a_function_from_a_file(
+    backend: Backend, tfjobs: TFJobs, tmp_path: Path
+) -> None:
+    """`tfjob-operator submit --train FILE.py:FUNCTION --wait`, as in a terminal."""
+    functions = tmp_path / "functions.py"
+    functions.write_text(FUNCTIONS_FILE)
+    common = ["-n", tfjobs.namespace, "--kubeconfig", backend.kubeconfig]
+
+    def submit(function: str, *flags: str) -> subprocess.CompletedProcess[str]:
+        argv = [CLI, "submit", "--train", f"{functions}:{function}", *flags, *common]
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=FUNCTION_TIMEOUT, check=False
+        )
+
+    done = submit("replicas_seen", "--workers", "2", "--wait", "--timeout", "240")
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "tfjob.tfjob.dev/replicas-seen created" in done.stdout
+    results = TFJobClient(tfjobs.namespace, kubeconfig=backend.kubeconfig).results("replicas-seen")
+    assert {name: r["replicas_seen"] for name, r in results.items()} == {
+        "worker-0": 2,
+        "worker-1": 2,
+    }
+    refused = submit("refused")
+    assert refused.returncode == 3
+    assert "cannot ship a lambda" in refused.stderr
+    assert not tfjobs.exists("refused")
