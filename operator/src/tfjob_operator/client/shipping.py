@@ -2,7 +2,8 @@
 
 A function defined in a notebook or a script exists in the client's process only; what
 reaches the pods is source text (in a ConfigMap), which `tfjob-train --entrypoint
-tfjob_function:<name>` imports. So the module is rebuilt from what the function uses:
+/opt/tfjob-function/tfjob_function.py:<name>` imports (function_job.py). So the module
+is rebuilt from what the function uses:
 
 - its own source, and that of the functions and classes it calls that were defined in the
   same place (the notebook's `__main__`, or the script's module), recursively;
@@ -45,11 +46,6 @@ class Shipped:
 
     source: str
     function: str
-
-    @property
-    def entrypoint(self) -> str:
-        """`tfjob-train --entrypoint`'s `module:function`."""
-        return f"{MODULE}:{self.function}"
 
 
 @dataclass
