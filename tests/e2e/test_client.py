@@ -8,7 +8,6 @@ and the notebook-style example the README points to.
 from __future__ import annotations
 
 import io
-import os
 import re
 import subprocess
 import sys
@@ -19,8 +18,7 @@ import pytest
 import yaml
 from support.backends import Backend
 from support.builders import shell_replica, tfjob
-from support.checkout import ROOT
-from support.examples import example, set_args
+from support.examples import example, run_python_example, set_args
 from support.tfjobs import TFJobs
 
 from tfjob_localcluster.images.catalog import TRAINER
@@ -176,21 +174,9 @@ def _yaml(job: object) -> str:
 
 def test_the_notebook_example_runs_as_a_script(backend: Backend, tfjobs: TFJobs) -> None:
     """examples/python/train_digits.py, as the README points to it."""
-    env = {
-        **os.environ,
-        "KUBECONFIG": backend.kubeconfig,
-        "EXAMPLE_NAMESPACE": tfjobs.namespace,
-        "EXAMPLE_IMAGE": TRAINER,
-    }
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "python" / "train_digits.py")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TRAINING_TIMEOUT,
-        check=False,
+    done = run_python_example(
+        "train_digits.py", backend.kubeconfig, tfjobs.namespace, TRAINING_TIMEOUT
     )
-    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     lines = done.stdout.splitlines()
     assert lines[1] == "created tfjob.dev/v1 digits"
     assert any(line.startswith("[worker-1] ") and "epoch 5/5" in line for line in lines)

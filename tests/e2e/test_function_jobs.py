@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from typing import Any
 
 import pytest
 from support.backends import Backend
-from support.checkout import ROOT
+from support.examples import run_python_example
 from support.package_index import (
     GREETING,
     PROJECT,
@@ -28,7 +27,6 @@ from support.package_index import (
 )
 from support.tfjobs import TFJobs, condition
 
-from tfjob_localcluster.images.catalog import TRAINER
 from tfjob_operator.client import TFJobClient
 from tfjob_operator.client.shipping import UnshippableError
 
@@ -86,21 +84,9 @@ def test_the_function_example_trains_with_mwms_and_with_pss(
 ) -> None:
     """examples/python/train_function.py, run as a script: the same function trains a
     Keras model under MultiWorkerMirroredStrategy and under ParameterServerStrategy."""
-    env = {
-        **os.environ,
-        "KUBECONFIG": backend.kubeconfig,
-        "EXAMPLE_NAMESPACE": tfjobs.namespace,
-        "EXAMPLE_IMAGE": TRAINER,
-    }
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "python" / "train_function.py")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TRAINING_TIMEOUT,
-        check=False,
+    done = run_python_example(
+        "train_function.py", backend.kubeconfig, tfjobs.namespace, TRAINING_TIMEOUT
     )
-    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     reported: dict[str, dict[str, Any]] = {}
     for line in done.stdout.splitlines():
         if line.startswith("results of "):

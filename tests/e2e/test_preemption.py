@@ -34,15 +34,9 @@ from support import summary
 from support.cluster import Kubectl
 from support.examples import example, set_args
 from support.kueue import (
-    KUEUE_API,
-    POOL_LABEL,
     PRIORITY_LABEL,
     QUEUE_LABEL,
-    apply,
-    cluster_queue,
-    delete,
-    flavor,
-    local_queue,
+    preempting_queue_in,
     queued_tfjob,
     suspended_message,
 )
@@ -80,33 +74,10 @@ def preempting_queue(
     project_images: tuple[str, ...],
     kubeflow_operator: OperatorProcess,
 ) -> Iterator[tuple[str, str, str]]:
-    """A LocalQueue on a ClusterQueue of 1 CPU that preempts lower priorities; a
-    WorkloadPriorityClass of 100 and a pods' PriorityClass of 1000."""
-    low, urgent = f"{namespace}-low", f"{namespace}-urgent"
-    made = [
-        {
-            "apiVersion": KUEUE_API,
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": low},
-            "value": 100,
-        },
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": urgent},
-            "value": 1000,
-        },
-        flavor(f"{namespace}-flavor", nodeLabels={POOL_LABEL: "queued"}),
-        cluster_queue(
-            f"{namespace}-cq",
-            f"{namespace}-flavor",
-            "1",
-            preemption={"withinClusterQueue": "LowerPriority"},
-        ),
-    ]
-    apply(kubectl, *made, local_queue(namespace, f"{namespace}-cq"))
-    yield "team", low, urgent
-    delete(kubectl, *reversed(made))
+    """A LocalQueue on a ClusterQueue of 1 CPU that preempts lower priorities, and the two
+    priorities (queue, low, urgent: support/kueue.py's preempting_queue_in)."""
+    with preempting_queue_in(kubectl, namespace) as names:
+        yield names
 
 
 def log_so_far(jobs: TFJobs, pod: str) -> str:

@@ -28,6 +28,7 @@ from support.kueue import (
     flavor,
     local_queue,
     made_by_operator,
+    preempting_queue_in,
     queued_tfjob,
     suspended,
     suspended_message,
@@ -159,33 +160,10 @@ def test_an_evicted_job_stops_and_runs_again_when_readmitted(
 
 @pytest.fixture
 def priorities(kueue: Kueue, kubectl: Kubectl, namespace: str) -> Iterator[tuple[str, str, str]]:
-    """A LocalQueue whose ClusterQueue (1 CPU) preempts lower priorities, a
-    WorkloadPriorityClass of 100 and a pods' PriorityClass of 1000."""
-    low, urgent = f"{namespace}-low", f"{namespace}-urgent"
-    made = [
-        {
-            "apiVersion": KUEUE_API,
-            "kind": "WorkloadPriorityClass",
-            "metadata": {"name": low},
-            "value": 100,
-        },
-        {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": urgent},
-            "value": 1000,
-        },
-        flavor(f"{namespace}-flavor", nodeLabels={POOL_LABEL: "queued"}),
-        cluster_queue(
-            f"{namespace}-cq",
-            f"{namespace}-flavor",
-            "1",
-            preemption={"withinClusterQueue": "LowerPriority"},
-        ),
-    ]
-    apply(kubectl, *made, local_queue(namespace, f"{namespace}-cq"))
-    yield "team", low, urgent
-    delete(kubectl, *reversed(made))
+    """A LocalQueue that preempts lower priorities, and the two priorities (queue, low,
+    urgent: support/kueue.py's preempting_queue_in)."""
+    with preempting_queue_in(kubectl, namespace) as names:
+        yield names
 
 
 def test_a_higher_priority_job_preempts_a_lower_one_which_runs_again_after(

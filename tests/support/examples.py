@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 from typing import Any
 
 import yaml
@@ -45,3 +48,26 @@ def set_args(job: dict[str, Any], extra: list[str]) -> dict[str, Any]:
     for spec in job["spec"]["tfReplicaSpecs"].values():
         spec["template"]["spec"]["containers"][0]["args"] += extra
     return job
+
+
+def run_python_example(
+    name: str, kubeconfig: str, namespace: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """examples/python/`name` run as a script, as its header says: against the cluster of
+    `kubeconfig`, in `namespace`, with the trainer image the tests built; it must exit 0."""
+    env = {
+        **os.environ,
+        "KUBECONFIG": kubeconfig,
+        "EXAMPLE_NAMESPACE": namespace,
+        "EXAMPLE_IMAGE": TRAINER,
+    }
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "python" / name)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done

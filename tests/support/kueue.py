@@ -128,6 +128,40 @@ def queue_in(kubectl: Any, namespace: str) -> Iterator[str]:
         delete(kubectl, *reversed(made))
 
 
+@contextlib.contextmanager
+def preempting_queue_in(kubectl: Any, namespace: str) -> Iterator[tuple[str, str, str]]:
+    """The namespace's LocalQueue on a ClusterQueue of 1 CPU that preempts lower
+    priorities, a WorkloadPriorityClass of 100 and a pods' PriorityClass of 1000: their
+    names (queue, low, urgent), all deleted after."""
+    low, urgent = f"{namespace}-low", f"{namespace}-urgent"
+    made = [
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": low},
+            "value": 100,
+        },
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": urgent},
+            "value": 1000,
+        },
+        flavor(f"{namespace}-flavor", nodeLabels={POOL_LABEL: "queued"}),
+        cluster_queue(
+            f"{namespace}-cq",
+            f"{namespace}-flavor",
+            "1",
+            preemption={"withinClusterQueue": "LowerPriority"},
+        ),
+    ]
+    apply(kubectl, *made, local_queue(namespace, f"{namespace}-cq"))
+    try:
+        yield LOCAL_QUEUE, low, urgent
+    finally:
+        delete(kubectl, *reversed(made))
+
+
 @pytest.fixture
 def queue(kueue: Kueue, kubectl: Any, namespace: str) -> Iterator[str]:
     """A LocalQueue in the test's namespace (queue_in)."""
