@@ -128,8 +128,8 @@ class Caches:
     def pod_deleted(self, key: JobKey, pod: PodObservation) -> None:
         """A pod's last state: the checkpoint it stopped at is kept while its job exists
         (a job deleted first has none kept: nothing would forget it)."""
-        if pod.stopped is not None and self.jobs.get(key):
-            self.stops.note(key, pod.stopped)
+        if pod.stopped is not None and pod.owner_uid and self.jobs.get(key):
+            self.stops.note(key, pod.owner_uid, pod.stopped)
 
 
 @dataclass
@@ -296,7 +296,7 @@ class Controller:
             observations=observations,
             refusals=list(refusals),
             invalid_grace_seconds=self.invalid_grace_seconds,
-            stopped=self.caches.stops.get(key),
+            stopped=self.caches.stops.get(key, job.ref.uid),
         )
         plan = self._hold_back_while_refused(job, plan, refusals)
         plan = expected.skip_pending(plan, pods, services, self.clock.monotonic())

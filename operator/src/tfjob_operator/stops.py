@@ -11,7 +11,8 @@ answered after its pods are gone.
 
 A suspended job's pods are deleted, and a pod's last status can be gone from the watch
 cache before a decision reads it: `LastStops` keeps, for each job that still exists, the
-latest stop read from a pod's DELETED event (one per job, forgotten with the job).
+latest stop read from a pod's DELETED event (one per job, forgotten with the job), with
+the uid of the job the pod belonged to: a new job of the same name never takes it.
 """
 
 from __future__ import annotations
@@ -81,18 +82,18 @@ class LastStops:
     """The latest stop of each job read from its deleted pods (the module's docstring)."""
 
     def __init__(self) -> None:
-        self._by_job: dict[JobKey, Stop] = {}
+        self._by_job: dict[JobKey, tuple[str, Stop]] = {}
 
-    def note(self, key: JobKey, stop: Stop) -> None:
+    def note(self, key: JobKey, uid: str, stop: Stop) -> None:
+        """`stop`, of a pod of the job `uid`, unless a later one of that job is kept."""
         known = self._by_job.get(key)
-        if known is None or stop.later_than(known):
-            self._by_job[key] = stop
+        if known is None or known[0] != uid or stop.later_than(known[1]):
+            self._by_job[key] = (uid, stop)
 
-    def get(self, key: JobKey) -> Stop | None:
-        return self._by_job.get(key)
+    def get(self, key: JobKey, uid: str) -> Stop | None:
+        """The stop kept for the job `uid`, if one of its pods reported it."""
+        known = self._by_job.get(key)
+        return known[1] if known is not None and known[0] == uid else None
 
     def forget(self, key: JobKey) -> None:
         self._by_job.pop(key, None)
-
-    def __len__(self) -> int:
-        return len(self._by_job)

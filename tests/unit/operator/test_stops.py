@@ -144,13 +144,16 @@ def test_a_restart_after_a_stop_restarts_from_its_checkpoint() -> None:
     assert plan.status["checkpoint"]["resumedAt"] == "2026-11-22T12:00:00Z"
 
 
-def test_a_deleted_pods_stop_is_kept_while_its_job_exists_and_forgotten_with_it() -> None:
+def test_a_deleted_pods_stop_is_kept_for_its_job_alone_and_forgotten_with_it() -> None:
     caches = Caches(Store(), Store(), Store())
     key = (JOB.namespace, JOB.name)
     stopped = stopped_pod("worker-0")
     caches.pod_deleted(key, stopped)
-    assert caches.stops.get(key) is None, "a job gone first keeps nothing"
+    assert caches.stops.get(key, JOB.uid) is None, "a job gone first keeps nothing"
     caches.jobs.put(JOB.uid, key, job_view(MWMS))
     caches.pod_deleted(key, stopped)
     caches.pod_deleted(key, pod(MWMS, "worker-1", "Failed", exit_code=143, terminating=True))
-    assert caches.stops.get(key) == stopped.stopped
+    assert caches.stops.get(key, JOB.uid) == stopped.stopped
+    assert caches.stops.get(key, "the-uid-of-a-new-job-of-that-name") is None
+    caches.stops.forget(key)
+    assert caches.stops.get(key, JOB.uid) is None
