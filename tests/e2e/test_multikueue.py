@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.builders import shell_replica, tfjob
+from support.builders import UNTIL_TOLD, shell_replica, tell_to_finish, tfjob
 from support.examples import example
-from support.kueue import QUEUE_LABEL, UNTIL_TOLD
+from support.kueue import QUEUE_LABEL
 from support.multikueue import (
     DISPATCHED,
     LOST_AFTER,
@@ -104,11 +104,6 @@ def no_pods_on_the_manager(manager: Site, namespace: str) -> None:
     assert pods == [], f"the manager ran pods: {pods}"
 
 
-def done(site: Site, namespace: str, job: str) -> None:
-    """Lets the job's one worker on `site` finish."""
-    site.kubectl("exec", "-n", namespace, f"{job}-worker-0", "--", "touch", "/done")
-
-
 def streamed_log(site: Site, namespace: str, pod: str) -> subprocess.Popen[str]:
     """`kubectl logs -f` of the pod's training container on `site`, once it runs: the
     whole log, read to its end even after MultiKueue deletes the finished copy."""
@@ -155,7 +150,7 @@ def test_both_apis_run_on_a_worker_and_succeed_on_the_manager(
     assert copy["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"]
     assert "managedBy" not in copy["spec"], "MultiKueue's copy is the worker's to run"
     kubeflow_on_manager.wait_state("kubeflow-shell", "Running", SHELL_TIMEOUT)
-    done(sites[shell_cluster], namespace, "kubeflow-shell")
+    tell_to_finish(sites[shell_cluster].kubectl, namespace, "kubeflow-shell-worker-0")
     finished_shell = kubeflow_on_manager.wait_state("kubeflow-shell", "Succeeded", SHELL_TIMEOUT)
     assert finished_shell["status"]["replicaStatuses"]["Worker"]["succeeded"] == 1
     copies.wait_gone("kubeflow-shell")
@@ -265,11 +260,11 @@ def test_jobs_spread_over_the_workers_quota_and_a_lost_workers_job_runs_on_the_o
         assert running["status"]["state"] == "Running"
 
     # worker-a's job finishes: the waiting one runs there (worker-b has no quota left).
-    done(sites[WORKER_A], namespace, by_cluster[WORKER_A])
+    tell_to_finish(sites[WORKER_A].kubectl, namespace, f"{by_cluster[WORKER_A]}-worker-0")
     on_manager.wait_state(by_cluster[WORKER_A], "Succeeded", SHELL_TIMEOUT)
     assert dispatched_to(on_manager, manager, jobs[waiting], SHELL_TIMEOUT) == WORKER_A
     on_manager.wait_state(waiting, "Running", SHELL_TIMEOUT)
-    done(sites[WORKER_A], namespace, waiting)
+    tell_to_finish(sites[WORKER_A].kubectl, namespace, f"{waiting}-worker-0")
     on_manager.wait_state(waiting, "Succeeded", SHELL_TIMEOUT)
 
     # worker-b is lost with its job running: the job runs again on worker-a.
@@ -291,7 +286,7 @@ def test_jobs_spread_over_the_workers_quota_and_a_lost_workers_job_runs_on_the_o
     moved = [e["message"] for e in events if e["reason"] == "Dispatched"]
     assert any(f"after worker cluster {WORKER_B}" in m for m in moved), moved
     TFJobs(sites[WORKER_A].kubeconfig, namespace).wait_state(lost, "Running", SHELL_TIMEOUT)
-    done(sites[WORKER_A], namespace, lost)
+    tell_to_finish(sites[WORKER_A].kubectl, namespace, f"{lost}-worker-0")
     finished = on_manager.wait_state(lost, "Succeeded", SHELL_TIMEOUT)
     assert find_condition(finished, "Succeeded") is not None
     described = TFJobClient(namespace, kubeconfig=str(manager.kubeconfig)).describe(lost)

@@ -10,18 +10,18 @@ from __future__ import annotations
 import io
 import json
 
-from support.builders import SHELL_IMAGE
+from support.builders import SHELL_IMAGE, UNTIL_TOLD, tell_to_finish
 from support.cluster import Kubectl
 
 from harness.operator_process import OperatorProcess
 from tfjob_operator.client import TFJobClient
 
-#: Worker 0 (the master) prints a results line and succeeds once the test creates /done
-#: in it (after both replicas' first lines were followed); worker 1 runs until the
+#: Worker 0 (the master) prints a results line and succeeds once the test tells it to
+#: finish (after both replicas' first lines were followed); worker 1 runs until the
 #: operator cleans it up.
 SCRIPT = (
     'echo "up $HOSTNAME"; '
-    'if [ "${HOSTNAME##*-}" = 0 ]; then until [ -e /done ]; do sleep 0.2; done; '
+    f'if [ "${{HOSTNAME##*-}}" = 0 ]; then {UNTIL_TOLD}; '
     """echo 'TFJOB_RESULT {"accuracy": 0.97, "replicas": 2}'; exit 0; fi; sleep 3600"""
 )
 BOTH_UP = {"[worker-0] up sdk-free-worker-0", "[worker-1] up sdk-free-worker-1"}
@@ -56,7 +56,7 @@ def test_the_client_drives_a_kubeflow_job_from_its_yaml(
     for line in tfjobs.logs("sdk-free", follow=True):
         followed.append(str(line))
         if set(followed) == BOTH_UP:
-            kubectl("exec", "-n", namespace, "sdk-free-worker-0", "--", "touch", "/done")
+            tell_to_finish(kubectl, namespace, "sdk-free-worker-0")
     assert set(followed[:2]) == BOTH_UP, followed
     assert followed[2:] == ['[worker-0] TFJOB_RESULT {"accuracy": 0.97, "replicas": 2}']
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from support.builders import SHELL_IMAGE, shell_replica, tfjob
+from support.builders import SHELL_IMAGE, UNTIL_TOLD, shell_replica, tell_to_finish, tfjob
 from support.cluster import Kubectl
 from support.tfjobs import TFJobs, condition, find_condition
 from support.waiting import wait_until
@@ -24,8 +24,6 @@ from tfjob_localcluster.addons.coscheduling import SCHEDULER_NAME
 from tfjob_localcluster.addons.volcano import Volcano
 from tfjob_localcluster.local.cluster import LocalCluster
 
-#: Runs until the test creates /done in the container.
-UNTIL_TOLD = "until [ -e /done ]; do sleep 0.2; done"
 PLUGINS_GROUP = ("scheduling.x-k8s.io", "v1alpha1")
 VOLCANO_GROUP = ("scheduling.volcano.sh", "v1beta1")
 
@@ -215,7 +213,7 @@ def test_a_gang_that_does_not_fit_starts_no_pod_until_all_of_it_fits(
     tfjobs.wait_state("gang", "Running", 120)
     assert all(p["spec"].get("nodeName") for p in tfjobs.pods("gang"))
 
-    kubectl("exec", "-n", tfjobs.namespace, "gang-worker-0", "--", "touch", "/done")
+    tell_to_finish(kubectl, tfjobs.namespace, "gang-worker-0")
     tfjobs.wait_state("gang", "Succeeded", 60)
     tfjobs.poll(
         "gang",

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 import pytest
-from support.builders import SHELL_IMAGE, shell_replica, tfjob
+from support.builders import SHELL_IMAGE, UNTIL_TOLD, shell_replica, tell_to_finish, tfjob
 from support.cluster import Kubectl
 from support.fixtures import INVALID_POD_GRACE_SECONDS
 from support.rejected_tfjobs import POD_API, REJECTED, Rejected
@@ -27,10 +27,9 @@ from tfjob_operator.apiserver.errors import ApiError
 KUBEFLOW = "kubeflow.org"
 POD_API_CASES = [case for case in REJECTED if case.server_only == POD_API]
 SLEEP = "sleep 3600"
-#: Worker 0 succeeds (and so the job) when the test creates /done in it.
+#: Worker 0 succeeds (and so the job) when the test tells it to finish.
 WORKER_0_EXITS_LATER = (
-    'if [ "$HOSTNAME" = mnist-worker-0 ]; then until [ -e /done ]; do sleep 0.2; done; '
-    "exit 0; fi; " + SLEEP
+    f'if [ "$HOSTNAME" = mnist-worker-0 ]; then {UNTIL_TOLD}; exit 0; fi; {SLEEP}'
 )
 
 
@@ -87,7 +86,7 @@ def test_a_kubeflow_tfjob_gets_kubeflows_labels_owner_and_status(
     )["items"]
     assert sorted(p["metadata"]["name"] for p in selected) == ["mnist-worker-0", "mnist-worker-1"]
 
-    kubectl("exec", "-n", kubeflow_jobs.namespace, "mnist-worker-0", "--", "touch", "/done")
+    tell_to_finish(kubectl, kubeflow_jobs.namespace, "mnist-worker-0")
     done = kubeflow_jobs.wait_state("mnist", "Succeeded", 60)
     assert condition(done, "Succeeded")["reason"] == "TFJobSucceeded"
     assert condition(done, "Created")["reason"] == "TFJobCreated"

@@ -17,6 +17,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from support.builders import tell_to_finish
 from support.cluster import Kubectl
 from support.kueue import (
     KUEUE_API,
@@ -65,10 +66,6 @@ def api_version(jobs: TFJobs) -> str:
     return f"{jobs.group}/v1"
 
 
-def done(kubectl: Kubectl, jobs: TFJobs, pod: str) -> None:
-    kubectl("exec", "-n", jobs.namespace, pod, "--", "touch", "/done")
-
-
 def test_queued_jobs_run_one_after_the_other_within_the_quota(
     jobs: TFJobs, kubectl: Kubectl, queue: str
 ) -> None:
@@ -97,14 +94,14 @@ def test_queued_jobs_run_one_after_the_other_within_the_quota(
     assert "quota for cpu" in held["message"]
     assert jobs.pods("second") == []
 
-    done(kubectl, jobs, "first-worker-0")
+    tell_to_finish(kubectl, jobs.namespace, "first-worker-0")
     jobs.wait_state("first", "Succeeded", 60)
     wait_workload_condition(
         jobs, kubectl, first, "Finished", "True", "the Workload Finished, its quota given back"
     )
     resumed = jobs.wait_state("second", "Running", 60)
     assert condition(resumed, "Suspended")["reason"] == "TFJobResumed"
-    done(kubectl, jobs, "second-worker-0")
+    tell_to_finish(kubectl, jobs.namespace, "second-worker-0")
     jobs.wait_state("second", "Succeeded", 60)
     assert workload_of(kubectl, jobs.namespace, second["metadata"]["uid"]) is not None
 
@@ -154,7 +151,7 @@ def test_an_evicted_job_stops_and_runs_again_when_readmitted(
 
     activate(True)
     dev_jobs.wait_state("evicted", "Running", 60)
-    done(kubectl, dev_jobs, "evicted-worker-0")
+    tell_to_finish(kubectl, dev_jobs.namespace, "evicted-worker-0")
     dev_jobs.wait_state("evicted", "Succeeded", 60)
 
 
@@ -198,10 +195,10 @@ def test_a_higher_priority_job_preempts_a_lower_one_which_runs_again_after(
     )
     assert "quota for cpu" in suspended_message(waiting)
 
-    done(kubectl, kubeflow_jobs, "urgent-worker-0")
+    tell_to_finish(kubectl, kubeflow_jobs.namespace, "urgent-worker-0")
     kubeflow_jobs.wait_state("urgent", "Succeeded", 60)
     kubeflow_jobs.wait_state("background", "Running", 60)
-    done(kubectl, kubeflow_jobs, "background-worker-0")
+    tell_to_finish(kubectl, kubeflow_jobs.namespace, "background-worker-0")
     kubeflow_jobs.wait_state("background", "Succeeded", 60)
     assert workload_of(kubectl, namespace, background["metadata"]["uid"]) is not None
 
@@ -261,8 +258,8 @@ def test_a_replicas_topology_request_reaches_the_workload_and_kueues_assignment_
         assert pod["spec"]["nodeSelector"][POOL_LABEL] == "queued"
         assert pod["spec"]["nodeSelector"][HOSTNAME_LABEL] == local_cluster.node_name
         assert pod["spec"].get("nodeName") == local_cluster.node_name
-    done(kubectl, kubeflow_jobs, "placed-worker-0")
-    done(kubectl, kubeflow_jobs, "placed-worker-1")
+    tell_to_finish(kubectl, kubeflow_jobs.namespace, "placed-worker-0")
+    tell_to_finish(kubectl, kubeflow_jobs.namespace, "placed-worker-1")
     kubeflow_jobs.wait_state("placed", "Succeeded", 60)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from harness.operator_process import OperatorProcess
-from support.builders import shell_replica, tfjob
+from support.builders import UNTIL_TOLD, shell_replica, tfjob
 from support.tfjobs import TFJobs, find_condition
 from tfjob_localcluster.addons.kueue import Kueue
 from tfjob_localcluster.local.cluster import LocalCluster
@@ -31,8 +31,6 @@ POOL_LABEL = "tfjob.dev/test-pool"
 QUEUED_TOLERATION = {"key": "tfjob.dev/queued", "operator": "Exists", "effect": "NoSchedule"}
 #: The LocalQueue of a test's namespace (queue_in).
 LOCAL_QUEUE = "team"
-#: Runs until the test creates /done in the container.
-UNTIL_TOLD = "until [ -e /done ]; do sleep 0.2; done"
 
 Obj = dict[str, Any]
 
