@@ -18,8 +18,8 @@ pytestmark = pytest.mark.kind
 
 @pytest.fixture
 def own_engine_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if engine.answers():
-        pytest.skip("the machine's own Docker engine answers: the project's is never started")
+    if engine.machines_engine_runs_kind():
+        pytest.skip("the machine's own Docker engine runs kind: the project's is never started")
     if os.geteuid() != 0 or (packages.missing(["docker"]) and shutil.which("apt-get") is None):
         pytest.skip("the project's Docker engine cannot be started here (root, docker.io)")
     # Not tmp_path, named by the test: the engine's socket path must fit a Unix socket's

@@ -35,7 +35,7 @@ from tfjob_localcluster.checkout import ROOT
 from tfjob_localcluster.errors import LocalClusterError
 from tfjob_localcluster.host import capabilities, cgroups, network, ports, private_run, procs
 from tfjob_localcluster.host import state as hoststate
-from tfjob_localcluster.images import catalog
+from tfjob_localcluster.images import catalog, engine
 from tfjob_localcluster.local import bootstrap
 from tfjob_localcluster.local.node import files, tunables
 from tfjob_localcluster.local.node.config import NodeConfig
@@ -218,6 +218,13 @@ def test_the_runtime_workaround_is_chosen_from_the_bounding_set() -> None:
     assert capabilities.lacks_sys_resource("CapBnd:\t000001fffeffffff\n")
     assert not capabilities.lacks_sys_resource("CapBnd:\t000001ffffffffff\n")
     assert checkout.RUNTIME_WRAPPER.exists()
+
+
+def test_an_engine_of_plain_runc_is_used_for_kind_only_where_the_bounding_set_allows() -> None:
+    without, full = "CapBnd:\t000001fffeffffff\n", "CapBnd:\t000001ffffffffff\n"
+    assert not engine.starts_privileged("runc", without)
+    assert engine.starts_privileged("runc", full)
+    assert engine.starts_privileged(engine.RUNTIME_NAME, without)
 
 
 def test_image_digests_follow_the_dockerfile_its_copied_files_and_the_base() -> None:

@@ -1,9 +1,12 @@
 """A Docker engine to build images and run kind with: the machine's own, or the project's.
 
 `DockerEngine()` uses the engine `docker info` reaches (`DOCKER_HOST` or the default
-socket), as on most users' machines. Where none answers and the machine allows it (root,
-apt), it installs Debian's `docker.io` if `dockerd` is missing and runs a private
-`dockerd` for as long as it is needed (a second `DockerEngine` in the meantime uses it):
+socket), as on most users' machines, if it can start kind's privileged node here: on a
+machine whose capability bounding set lacks CAP_SYS_RESOURCE, an engine running plain
+runc cannot (capabilities.py), and kind would fail with "unable to apply caps". Where
+none answers, or the one that answers cannot, and the machine allows it (root, apt), it
+installs Debian's `docker.io` if `dockerd` is missing and runs a private `dockerd` for as
+long as it is needed (a second `DockerEngine` in the meantime uses it):
 
 - its data (images, build cache, kind's network) under `<cache>/docker/`, its socket
   and trust key there too;
@@ -52,18 +55,38 @@ class DockerCommandError(LocalClusterError):
     """A docker command failed; the message has the end of its output."""
 
 
-def answers(env: Mapping[str, str] | None = None) -> bool:
+def info(field: str, env: Mapping[str, str] | None = None) -> str | None:
+    """A field of `docker info` (`ServerVersion`, `DefaultRuntime`), or None where no
+    engine answers."""
     if shutil.which("docker") is None:
-        return False
+        return None
     done = subprocess.run(
-        ["docker", "info", "--format", "{{.ServerVersion}}"],
+        ["docker", "info", "--format", f"{{{{.{field}}}}}"],
         capture_output=True,
         text=True,
         env=None if env is None else {**os.environ, **env},
         timeout=30,
         check=False,
     )
-    return done.returncode == 0
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def answers(env: Mapping[str, str] | None = None) -> bool:
+    return info("ServerVersion", env) is not None
+
+
+def starts_privileged(default_runtime: str, status: str | None = None) -> bool:
+    """Whether an engine whose default runtime is `default_runtime` can start a
+    privileged container (kind's node) on this machine: plain runc cannot where the
+    bounding set lacks CAP_SYS_RESOURCE."""
+    return default_runtime != "runc" or not capabilities.lacks_sys_resource(status)
+
+
+def machines_engine_runs_kind() -> bool:
+    """Whether the engine `docker info` reaches answers and can start kind's node here
+    (then DockerEngine uses it, and never starts the project's own)."""
+    default_runtime = info("DefaultRuntime")
+    return default_runtime is not None and starts_privileged(default_runtime)
 
 
 def dockerd_major_version() -> int:
@@ -110,9 +133,16 @@ class DockerEngine:
         self.process: ManagedProcess | None = None
 
     def __enter__(self) -> DockerEngine:
-        if answers():
-            self.say("using the Docker engine that `docker info` reaches")
-            return self
+        default_runtime = info("DefaultRuntime")
+        if default_runtime is not None:
+            if starts_privileged(default_runtime):
+                self.say("using the Docker engine that `docker info` reaches")
+                return self
+            self.say(
+                "the Docker engine `docker info` reaches runs plain runc, which cannot start "
+                "kind's privileged node on this machine (its capability bounding set lacks "
+                "CAP_SYS_RESOURCE): using the project's own engine instead"
+            )
         private = {"DOCKER_HOST": f"unix://{self.directory / 'docker.sock'}"}
         if answers(private):
             self.say("using the project's Docker engine, already running")

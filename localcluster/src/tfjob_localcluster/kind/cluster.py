@@ -72,12 +72,18 @@ def unavailable() -> str | None:
         locate("kind")
     except MissingBinaryError:
         return "kind is not built: run `hack/build-binaries.sh kind`"
-    if engine.answers():
+    if engine.machines_engine_runs_kind():
         return None
     if os.geteuid() != 0:
-        return "no Docker engine answers (`docker info`), and starting one needs root"
+        return (
+            "no Docker engine that can start kind's node answers (`docker info`), and "
+            "starting the project's own needs root"
+        )
     if packages.missing(["docker"]) and shutil.which("apt-get") is None:
-        return "no Docker engine answers, and docker.io cannot be installed (no apt-get)"
+        return (
+            "no Docker engine that can start kind's node answers, and docker.io cannot be "
+            "installed (no apt-get)"
+        )
     return None
 
 
