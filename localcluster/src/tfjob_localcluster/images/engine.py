@@ -45,6 +45,8 @@ from tfjob_localcluster.host.procs import ManagedProcess, failure_excerpt
 
 START_TIMEOUT = 60.0
 RUNTIME_NAME = "runc-without-sys-resource"
+#: Why the project would start its own engine: a message's first words.
+NO_ENGINE_FOR_KIND = "no Docker engine that can start kind's node answers (`docker info`)"
 
 
 class EngineUnavailableError(LocalClusterError):
@@ -190,7 +192,7 @@ class DockerEngine:
     def _start_private(self) -> None:
         if os.geteuid() != 0:
             raise EngineUnavailableError(
-                "no Docker engine answers (`docker info`), and starting one needs root"
+                f"{NO_ENGINE_FOR_KIND}, and starting the project's own needs root"
             )
         packages.ensure(["docker"], say=self.say)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -199,8 +201,8 @@ class DockerEngine:
         socket = self.directory / "docker.sock"
         self.env = {"DOCKER_HOST": f"unix://{socket}"}
         self.say(
-            f"no Docker engine answers: starting the project's own dockerd (data in "
-            f"{self.directory}, no changes to the host's network)"
+            f"starting the project's own dockerd (data in {self.directory}, no changes to "
+            "the host's network)"
         )
         self.process = ManagedProcess(
             "dockerd",

@@ -75,15 +75,9 @@ def unavailable() -> str | None:
     if engine.machines_engine_runs_kind():
         return None
     if os.geteuid() != 0:
-        return (
-            "no Docker engine that can start kind's node answers (`docker info`), and "
-            "starting the project's own needs root"
-        )
+        return f"{engine.NO_ENGINE_FOR_KIND}, and starting the project's own needs root"
     if packages.missing(["docker"]) and shutil.which("apt-get") is None:
-        return (
-            "no Docker engine that can start kind's node answers, and docker.io cannot be "
-            "installed (no apt-get)"
-        )
+        return f"{engine.NO_ENGINE_FOR_KIND}, and docker.io cannot be installed (no apt-get)"
     return None
 
 
