@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.builders import UNTIL_TOLD, shell_replica, tell_to_finish, tfjob
+from support.builders import UNTIL_TOLD, shell_replica, tfjob
 from support.examples import example
 from support.kueue import QUEUE_LABEL
 from support.multikueue import (
@@ -150,7 +150,7 @@ def test_both_apis_run_on_a_worker_and_succeed_on_the_manager(
     assert copy["metadata"]["labels"]["kueue.x-k8s.io/multikueue-origin"]
     assert "managedBy" not in copy["spec"], "MultiKueue's copy is the worker's to run"
     kubeflow_on_manager.wait_state("kubeflow-shell", "Running", SHELL_TIMEOUT)
-    tell_to_finish(sites[shell_cluster].kubectl, namespace, "kubeflow-shell-worker-0")
+    sites[shell_cluster].kubectl.tell_to_finish(namespace, "kubeflow-shell-worker-0")
     finished_shell = kubeflow_on_manager.wait_state("kubeflow-shell", "Succeeded", SHELL_TIMEOUT)
     assert finished_shell["status"]["replicaStatuses"]["Worker"]["succeeded"] == 1
     copies.wait_gone("kubeflow-shell")
@@ -260,11 +260,11 @@ def test_jobs_spread_over_the_workers_quota_and_a_lost_workers_job_runs_on_the_o
         assert running["status"]["state"] == "Running"
 
     # worker-a's job finishes: the waiting one runs there (worker-b has no quota left).
-    tell_to_finish(sites[WORKER_A].kubectl, namespace, f"{by_cluster[WORKER_A]}-worker-0")
+    sites[WORKER_A].kubectl.tell_to_finish(namespace, f"{by_cluster[WORKER_A]}-worker-0")
     on_manager.wait_state(by_cluster[WORKER_A], "Succeeded", SHELL_TIMEOUT)
     assert dispatched_to(on_manager, manager, jobs[waiting], SHELL_TIMEOUT) == WORKER_A
     on_manager.wait_state(waiting, "Running", SHELL_TIMEOUT)
-    tell_to_finish(sites[WORKER_A].kubectl, namespace, f"{waiting}-worker-0")
+    sites[WORKER_A].kubectl.tell_to_finish(namespace, f"{waiting}-worker-0")
     on_manager.wait_state(waiting, "Succeeded", SHELL_TIMEOUT)
 
     # worker-b is lost with its job running: the job runs again on worker-a.
@@ -286,7 +286,7 @@ def test_jobs_spread_over_the_workers_quota_and_a_lost_workers_job_runs_on_the_o
     moved = [e["message"] for e in events if e["reason"] == "Dispatched"]
     assert any(f"after worker cluster {WORKER_B}" in m for m in moved), moved
     TFJobs(sites[WORKER_A].kubeconfig, namespace).wait_state(lost, "Running", SHELL_TIMEOUT)
-    tell_to_finish(sites[WORKER_A].kubectl, namespace, f"{lost}-worker-0")
+    sites[WORKER_A].kubectl.tell_to_finish(namespace, f"{lost}-worker-0")
     finished = on_manager.wait_state(lost, "Succeeded", SHELL_TIMEOUT)
     assert find_condition(finished, "Succeeded") is not None
     described = TFJobClient(namespace, kubeconfig=str(manager.kubeconfig)).describe(lost)

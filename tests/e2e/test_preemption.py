@@ -31,7 +31,6 @@ from typing import Any
 
 import pytest
 from support import summary
-from support.builders import tell_to_finish
 from support.cluster import Kubectl
 from support.examples import example, set_args
 from support.kueue import (
@@ -165,7 +164,7 @@ def preempt_and_resume(
     log.info("first run of %s, to its preemption:\n%s", name, first_run[-2000:])
 
     jobs.wait_state("urgent", "Running", 120)
-    tell_to_finish(kubectl, jobs.namespace, "urgent-worker-0")
+    kubectl.tell_to_finish(jobs.namespace, "urgent-worker-0")
     jobs.wait_state("urgent", "Succeeded", 60)
     finished = jobs.wait_state(name, "Succeeded", TRAINING_TIMEOUT)
     second_run = jobs.log(pod, "tensorflow")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 
-from support.builders import SHELL_IMAGE, UNTIL_TOLD, tell_to_finish
+from support.builders import SHELL_IMAGE, UNTIL_TOLD
 from support.cluster import Kubectl
 
 from harness.operator_process import OperatorProcess
@@ -56,7 +56,7 @@ def test_the_client_drives_a_kubeflow_job_from_its_yaml(
     for line in tfjobs.logs("sdk-free", follow=True):
         followed.append(str(line))
         if set(followed) == BOTH_UP:
-            tell_to_finish(kubectl, namespace, "sdk-free-worker-0")
+            kubectl.tell_to_finish(namespace, "sdk-free-worker-0")
     assert set(followed[:2]) == BOTH_UP, followed
     assert followed[2:] == ['[worker-0] TFJOB_RESULT {"accuracy": 0.97, "replicas": 2}']
 

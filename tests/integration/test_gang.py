@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from support.builders import SHELL_IMAGE, UNTIL_TOLD, shell_replica, tell_to_finish, tfjob
+from support.builders import SHELL_IMAGE, UNTIL_TOLD, shell_replica, tfjob
 from support.cluster import Kubectl
 from support.tfjobs import TFJobs, condition, find_condition
 from support.waiting import wait_until
@@ -213,7 +213,7 @@ def test_a_gang_that_does_not_fit_starts_no_pod_until_all_of_it_fits(
     tfjobs.wait_state("gang", "Running", 120)
     assert all(p["spec"].get("nodeName") for p in tfjobs.pods("gang"))
 
-    tell_to_finish(kubectl, tfjobs.namespace, "gang-worker-0")
+    kubectl.tell_to_finish(tfjobs.namespace, "gang-worker-0")
     tfjobs.wait_state("gang", "Succeeded", 60)
     tfjobs.poll(
         "gang",

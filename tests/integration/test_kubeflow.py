@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 import pytest
-from support.builders import SHELL_IMAGE, UNTIL_TOLD, shell_replica, tell_to_finish, tfjob
+from support.builders import SHELL_IMAGE, UNTIL_TOLD, shell_replica, tfjob
 from support.cluster import Kubectl
 from support.fixtures import INVALID_POD_GRACE_SECONDS
 from support.rejected_tfjobs import POD_API, REJECTED, Rejected
@@ -86,7 +86,7 @@ def test_a_kubeflow_tfjob_gets_kubeflows_labels_owner_and_status(
     )["items"]
     assert sorted(p["metadata"]["name"] for p in selected) == ["mnist-worker-0", "mnist-worker-1"]
 
-    tell_to_finish(kubectl, kubeflow_jobs.namespace, "mnist-worker-0")
+    kubectl.tell_to_finish(kubeflow_jobs.namespace, "mnist-worker-0")
     done = kubeflow_jobs.wait_state("mnist", "Succeeded", 60)
     assert condition(done, "Succeeded")["reason"] == "TFJobSucceeded"
     assert condition(done, "Created")["reason"] == "TFJobCreated"

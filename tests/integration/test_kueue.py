@@ -17,7 +17,6 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from support.builders import tell_to_finish
 from support.cluster import Kubectl
 from support.kueue import (
     KUEUE_API,
@@ -94,14 +93,14 @@ def test_queued_jobs_run_one_after_the_other_within_the_quota(
     assert "quota for cpu" in held["message"]
     assert jobs.pods("second") == []
 
-    tell_to_finish(kubectl, jobs.namespace, "first-worker-0")
+    kubectl.tell_to_finish(jobs.namespace, "first-worker-0")
     jobs.wait_state("first", "Succeeded", 60)
     wait_workload_condition(
         jobs, kubectl, first, "Finished", "True", "the Workload Finished, its quota given back"
     )
     resumed = jobs.wait_state("second", "Running", 60)
     assert condition(resumed, "Suspended")["reason"] == "TFJobResumed"
-    tell_to_finish(kubectl, jobs.namespace, "second-worker-0")
+    kubectl.tell_to_finish(jobs.namespace, "second-worker-0")
     jobs.wait_state("second", "Succeeded", 60)
     assert workload_of(kubectl, jobs.namespace, second["metadata"]["uid"]) is not None
 
@@ -151,7 +150,7 @@ def test_an_evicted_job_stops_and_runs_again_when_readmitted(
 
     activate(True)
     dev_jobs.wait_state("evicted", "Running", 60)
-    tell_to_finish(kubectl, dev_jobs.namespace, "evicted-worker-0")
+    kubectl.tell_to_finish(dev_jobs.namespace, "evicted-worker-0")
     dev_jobs.wait_state("evicted", "Succeeded", 60)
 
 
@@ -195,10 +194,10 @@ def test_a_higher_priority_job_preempts_a_lower_one_which_runs_again_after(
     )
     assert "quota for cpu" in suspended_message(waiting)
 
-    tell_to_finish(kubectl, kubeflow_jobs.namespace, "urgent-worker-0")
+    kubectl.tell_to_finish(kubeflow_jobs.namespace, "urgent-worker-0")
     kubeflow_jobs.wait_state("urgent", "Succeeded", 60)
     kubeflow_jobs.wait_state("background", "Running", 60)
-    tell_to_finish(kubectl, kubeflow_jobs.namespace, "background-worker-0")
+    kubectl.tell_to_finish(kubeflow_jobs.namespace, "background-worker-0")
     kubeflow_jobs.wait_state("background", "Succeeded", 60)
     assert workload_of(kubectl, namespace, background["metadata"]["uid"]) is not None
 
@@ -258,8 +257,8 @@ def test_a_replicas_topology_request_reaches_the_workload_and_kueues_assignment_
         assert pod["spec"]["nodeSelector"][POOL_LABEL] == "queued"
         assert pod["spec"]["nodeSelector"][HOSTNAME_LABEL] == local_cluster.node_name
         assert pod["spec"].get("nodeName") == local_cluster.node_name
-    tell_to_finish(kubectl, kubeflow_jobs.namespace, "placed-worker-0")
-    tell_to_finish(kubectl, kubeflow_jobs.namespace, "placed-worker-1")
+    kubectl.tell_to_finish(kubeflow_jobs.namespace, "placed-worker-0")
+    kubectl.tell_to_finish(kubeflow_jobs.namespace, "placed-worker-1")
     kubeflow_jobs.wait_state("placed", "Succeeded", 60)
 
 

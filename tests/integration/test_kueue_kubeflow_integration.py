@@ -8,7 +8,6 @@ resumes it once admitted. The operator sees that Workload and makes none of its 
 
 from __future__ import annotations
 
-from support.builders import tell_to_finish
 from support.cluster import Kubectl
 from support.kueue import (
     made_by_operator,
@@ -42,12 +41,12 @@ def test_kueue_makes_the_one_workload_of_each_job_and_runs_them_one_after_the_ot
     assert f"queued in Kueue's LocalQueue {queue}" in suspended_message(waiting)
     assert kubeflow_jobs.pods("second") == []
 
-    tell_to_finish(kubectl, namespace, "first-worker-0")
+    kubectl.tell_to_finish(namespace, "first-worker-0")
     kubeflow_jobs.wait_state("first", "Succeeded", 60)
     resumed = kubeflow_jobs.wait_state("second", "Running", 60)
     assert not suspended(resumed)
     assert condition(resumed, "Suspended")["status"] == "False"
-    tell_to_finish(kubectl, namespace, "second-worker-0")
+    kubectl.tell_to_finish(namespace, "second-worker-0")
     kubeflow_jobs.wait_state("second", "Succeeded", 60)
     for job in (first, second):
         found = workload_of(kubectl, namespace, job["metadata"]["uid"])  # one, or it fails

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,9 +52,9 @@ GENERATION_ENV = {
     "name": "GENERATION",
     "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['tfjob.dev/replica-generation']"}},
 }
-#: A shell script that runs until the test tells it to finish (tell_to_finish). Told, it
-#: waits a second more: when a container's main process exits, the runtime kills what
-#: still runs in it, the telling `kubectl exec` too, which then fails with exit code 137.
+#: A shell script that runs until the test tells it to finish (Kubectl.tell_to_finish).
+#: Told, it waits a second more: when a container's main process exits, the runtime kills
+#: what still runs in it, the telling `kubectl exec` too, which then fails with code 137.
 UNTIL_TOLD = "until [ -e /done ]; do sleep 0.2; done; sleep 1"
 
 # -- manifests ------------------------------------------------------------------------------
@@ -105,11 +105,6 @@ def shell_replica(
     )
     spec["template"]["spec"]["terminationGracePeriodSeconds"] = grace
     return spec
-
-
-def tell_to_finish(kubectl: Callable[..., object], namespace: str, pod: str) -> None:
-    """Lets the UNTIL_TOLD script running in `pod` go on."""
-    kubectl("exec", "-n", namespace, pod, "--", "touch", "/done")
 
 
 def tfjob(
