@@ -135,11 +135,10 @@ class DockerEngine:
         self.process: ManagedProcess | None = None
 
     def __enter__(self) -> DockerEngine:
-        default_runtime = info("DefaultRuntime")
-        if default_runtime is not None:
-            if starts_privileged(default_runtime):
-                self.say("using the Docker engine that `docker info` reaches")
-                return self
+        if machines_engine_runs_kind():
+            self.say("using the Docker engine that `docker info` reaches")
+            return self
+        if answers():
             self.say(
                 "the Docker engine `docker info` reaches runs plain runc, which cannot start "
                 "kind's privileged node on this machine (its capability bounding set lacks "
